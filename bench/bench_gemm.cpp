@@ -1,0 +1,71 @@
+// GEMM throughput of stile against OpenBLAS cblas_sgemm, same shapes, same run, same threads.
+// C[M x N] = A[M x K] * W^T with W [N x K] (PyTorch Linear layout); BERT-base and MiniLM layer
+// shapes at M = 32 and 128 tokens.
+//
+//   bench_gemm [--quick]
+#include <cblas.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "bench_timer.hpp"
+#include "stile/kernels/gemm.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  struct Shape {
+    std::size_t N, K;
+  };
+  const std::vector<Shape> shapes = {{768, 768},  {3072, 768}, {768, 3072},
+                                     {384, 384},  {1536, 384}, {384, 1536}};
+  const std::vector<std::size_t> ms = {32, 128};
+  const std::vector<int> thread_counts = {1, 2};
+
+  fmt::print("machine: {}\nstile target: {}\n", stile::bench::machine_description(),
+             stile::active_target_name());
+  fmt::print("GFLOP/s, median of 9 batches; ratio = stile / OpenBLAS (higher is better)\n\n");
+  fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8} {:>8} | {:>6}\n", "M", "N", "K", "thr", "stile",
+             "OpenBLAS", "ratio");
+
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  double worst_ratio = 1e9;
+  for (const int threads : thread_counts) {
+    stile::ThreadPool pool(static_cast<std::size_t>(threads));
+    openblas_set_num_threads(threads);
+    for (const std::size_t M : ms) {
+      for (const Shape& s : shapes) {
+        std::vector<float> A(M * s.K), W(s.N * s.K), C(M * s.N);
+        for (float& x : A) x = dist(rng);
+        for (float& x : W) x = dist(rng);
+        const stile::DenseF32 w(W.data(), s.N, s.K);
+        const double flops = 2.0 * double(M) * double(s.N) * double(s.K);
+        const int batches = quick ? 3 : 9;
+        const double t_stile = stile::bench::median_seconds(
+            [&] { stile::gemm(M, A.data(), s.K, w, C.data(), s.N, stile::epilogue::None{}, &pool); },
+            batches);
+        const double t_blas = stile::bench::median_seconds(
+            [&] {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(s.N), int(s.K), 1.0f,
+                          A.data(), int(s.K), W.data(), int(s.K), 0.0f, C.data(), int(s.N));
+            },
+            batches);
+        // OpenBLAS workers spin for a while after a call; let them sleep before stile runs again.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const double g_stile = flops / t_stile * 1e-9, g_blas = flops / t_blas * 1e-9;
+        worst_ratio = std::min(worst_ratio, g_stile / g_blas);
+        fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8.1f} {:>8.1f} | {:>6.3f}\n", M, s.N, s.K, threads,
+                   g_stile, g_blas, g_stile / g_blas);
+      }
+    }
+  }
+  fmt::print("\nworst ratio: {:.3f}\n", worst_ratio);
+  return 0;
+}

@@ -1,0 +1,26 @@
+# Finds what stile's headers need, for stile's own build and for hosts (installed with the
+# package config). All of it comes from Debian bookworm packages: libhwy-dev (Highway 1.0.3),
+# libxsimd-dev (xsimd 8.1).
+include_guard(GLOBAL)
+include(CMakeFindDependencyMacro)
+
+macro(stile_find_dependencies)
+  find_package(Threads REQUIRED)
+  find_package(hwy CONFIG REQUIRED)
+  find_package(xsimd CONFIG REQUIRED)
+  stile_fix_xsimd()
+endmacro()
+
+# Debian's xsimd 8.1 exports INTERFACE_LINK_LIBRARIES "xtl", but xsimd does not need xtl (it is
+# only used by optional xtl-complex support) and Debian does not install a CMake target for it,
+# so any consumer fails at link time with "-lxtl not found". Strip it.
+function(stile_fix_xsimd)
+  if(NOT TARGET xsimd)
+    message(FATAL_ERROR "stile: xsimd was found but defines no 'xsimd' target")
+  endif()
+  get_target_property(_libs xsimd INTERFACE_LINK_LIBRARIES)
+  if(_libs)
+    list(REMOVE_ITEM _libs xtl)
+    set_target_properties(xsimd PROPERTIES INTERFACE_LINK_LIBRARIES "${_libs}")
+  endif()
+endfunction()

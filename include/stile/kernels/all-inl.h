@@ -1,0 +1,5 @@
+// Every per-target kernel file of stile. targets.hpp compiles this once per Highway target.
+// (No include guard: foreach_target includes it once per target; each file below toggles its own.)
+#include "stile/kernels/activation-inl.h"
+#include "stile/kernels/pack-inl.h"
+#include "stile/kernels/gemm-inl.h"

@@ -1,0 +1,38 @@
+#pragma once
+// Weight codecs: how the B side of a GEMM is stored. The GEMM computes C = A * W^T for a weight
+// matrix W of rows() = N outputs by cols() = K inputs (a PyTorch Linear weight), in whatever
+// format W is kept. It never asks for W in fp32 as a whole: it asks the codec to decode one
+// KC x NR panel at a time into the packed layout its micro-kernel reads, right before use, so a
+// k-bit dictionary codec costs no fp32 copy of the layer.
+//
+// The contract (per Highway target, specialize stile::HWY_NAMESPACE::PanelDecoder<W>):
+//   template <std::size_t kNR>
+//   static void Decode(const W& w, size_t n0, size_t nr, size_t k0, size_t kc, float* out);
+// writes out[k * kNR + j] = W[n0 + j][k0 + k] for j < nr, k < kc, and 0 for nr <= j < kNR.
+// `out` is 64-byte aligned; n0 + nr <= rows(), k0 + kc <= cols(); it must read nothing outside.
+#include <concepts>
+#include <cstddef>
+
+namespace stile {
+
+template <class W>
+concept WeightMatrix = requires(const W& w) {
+  { w.rows() } -> std::convertible_to<std::size_t>;
+  { w.cols() } -> std::convertible_to<std::size_t>;
+};
+
+// Plain fp32 weights, row-major [rows x cols] with row stride ld >= cols (in floats).
+struct DenseF32 {
+  const float* data = nullptr;
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+  std::size_t ld = 0;
+
+  DenseF32() = default;
+  DenseF32(const float* d, std::size_t rows_, std::size_t cols_, std::size_t ld_ = 0)
+      : data(d), n_rows(rows_), n_cols(cols_), ld(ld_ == 0 ? cols_ : ld_) {}
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
+}  // namespace stile

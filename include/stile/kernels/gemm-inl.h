@@ -1,0 +1,224 @@
+// Per-target fp32 GEMM: C[M x N] = epilogue(A[M x K] * W^T), W stored [N x K] in any codec.
+// BLIS structure (docs/gemm.md): loops jc (NC) > pc (KC, decode a KC x NC block of W into packed
+// NR-wide panels) > ic (MC) > jr (NR) > ir (MR) > micro-kernel. A is read in place (its MR rows
+// are broadcast one k at a time, so unpacked rows stream as well as a packed sliver would).
+#if defined(STILE_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STILE_KERNELS_GEMM_INL_H_
+#undef STILE_KERNELS_GEMM_INL_H_
+#else
+#define STILE_KERNELS_GEMM_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include <hwy/highway.h>
+
+#include "stile/core/aligned_buffer.hpp"
+#include "stile/core/tile_shape.hpp"
+#include "stile/kernels/activation-inl.h"
+#include "stile/kernels/epilogue.hpp"
+#include "stile/kernels/gemm_args.hpp"
+#include "stile/kernels/pack-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace stile {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Full unrolling of the register-tile loops (constant trip counts), so the accumulator arrays
+// below become plain registers. (Lambdas over index_sequence were not inlined by GCC 12.)
+#if defined(__clang__)
+#define STILE_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define STILE_UNROLL _Pragma("GCC unroll 64")
+#else
+#define STILE_UNROLL
+#endif
+
+// Calls f(integral_constant<rows>) for a runtime rows in [1, kMax]: one instantiation per count.
+template <std::size_t kMax, class F>
+HWY_INLINE void WithRows(std::size_t rows, F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((rows == I + 1 ? (f(std::integral_constant<std::size_t, I + 1>{}), 0) : 0), ...);
+  }(std::make_index_sequence<kMax>{});
+}
+
+// Float lanes per vector for an NR-wide tile on this target: a full vector, or NR when the
+// target's vectors are wider than the tile (an 8-wide tile on AVX-512 uses 256-bit vectors).
+template <std::size_t kNR>
+constexpr std::size_t TileLanes() {
+  constexpr std::size_t full = hn::MaxLanes(hn::ScalableTag<float>());
+  return kNR < full ? kNR : full;
+}
+
+// The MR x NR micro-kernel (kRows <= MR rows at the M edge): acc = A[kRows x kc] * Bpacked[kc x NR]
+// in registers, then C = epilogue(acc (+ C if accumulate)) on the last K block (finish).
+//   a: row r at a + r * lda, k contiguous. b: packed panel, b[k * NR + j], 64-byte aligned.
+//   bias: NR values at this tile's columns. residual: row r at residual + r * ldr (or null).
+template <std::size_t kRows, class Shape, class Epi>
+HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::size_t lda,
+                            const float* HWY_RESTRICT b, float* c, std::size_t ldc,
+                            bool accumulate, bool finish, const float* bias,
+                            const float* residual, std::size_t ldr) {
+  constexpr std::size_t kNR = Shape::NR;
+  const hn::CappedTag<float, TileLanes<kNR>()> d;
+  constexpr std::size_t kLanes = hn::MaxLanes(d);
+  constexpr std::size_t kVectors = kNR / kLanes;
+  static_assert(kVectors * kLanes == kNR, "NR must be a whole number of vectors");
+  using V = hn::Vec<decltype(d)>;
+
+  V acc[kRows][kVectors];
+  STILE_UNROLL
+  for (std::size_t r = 0; r < kRows; ++r) {
+    STILE_UNROLL
+    for (std::size_t v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
+  }
+
+  for (std::size_t k = 0; k < kc; ++k) {
+    V bk[kVectors];
+    STILE_UNROLL
+    for (std::size_t v = 0; v < kVectors; ++v) bk[v] = hn::Load(d, b + k * kNR + v * kLanes);
+    STILE_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) {
+      const V ar = hn::Set(d, a[r * lda + k]);
+      STILE_UNROLL
+      for (std::size_t v = 0; v < kVectors; ++v) acc[r][v] = hn::MulAdd(ar, bk[v], acc[r][v]);
+    }
+  }
+
+  V bias_v[kVectors];
+  STILE_UNROLL
+  for (std::size_t v = 0; v < kVectors; ++v) {
+    bias_v[v] = Epi::has_bias ? hn::LoadU(d, bias + v * kLanes) : hn::Zero(d);
+  }
+  STILE_UNROLL
+  for (std::size_t r = 0; r < kRows; ++r) {
+    STILE_UNROLL
+    for (std::size_t v = 0; v < kVectors; ++v) {
+      float* cp = c + r * ldc + v * kLanes;
+      V x = acc[r][v];
+      if (accumulate) x = hn::Add(x, hn::LoadU(d, cp));
+      if (finish) {
+        if constexpr (Epi::has_bias) x = hn::Add(x, bias_v[v]);
+        if constexpr (Epi::activation == Activation::kGelu) x = Gelu(d, x);
+        if constexpr (Epi::has_residual) {
+          if (residual != nullptr) x = hn::Add(x, hn::LoadU(d, residual + r * ldr + v * kLanes));
+        }
+      }
+      hn::StoreU(x, d, cp);
+    }
+  }
+}
+
+template <class Cfg>
+struct GemmDriver {
+  using Shape = typename Cfg::Tiles::template For<HWY_TARGET>;
+  using Weights = typename Cfg::Weights;
+  using Epi = typename Cfg::Epi;
+  using Args = GemmArgs<Weights, Epi>;
+  static constexpr std::size_t MR = Shape::MR, NR = Shape::NR, KC = Shape::KC, MC = Shape::MC,
+                               NC = Shape::NC;
+
+  // One MR x NR tile (mr <= MR rows, nr <= NR columns) at C(m, n).
+  static HWY_INLINE void Tile(const Args& g, std::size_t m, std::size_t n, std::size_t mr,
+                              std::size_t nr, std::size_t k0, std::size_t kc,
+                              const float* HWY_RESTRICT b, bool accumulate, bool finish,
+                              const float* residual) {
+    const float* a = g.A + m * g.lda + k0;
+    const float* bias = Epi::has_bias ? g.epi.bias + n : nullptr;
+    const std::size_t ldr = g.epi.residual_ld;
+    const float* res = residual ? residual + m * ldr + n : nullptr;
+    float* c = g.C + m * g.ldc + n;
+    if (nr == NR) {
+      if (mr == MR) {
+        MicroKernel<MR, Shape, Epi>(kc, a, g.lda, b, c, g.ldc, accumulate, finish, bias, res, ldr);
+      } else {
+        WithRows<MR - 1>(mr, [&](auto rows) {
+          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, c, g.ldc, accumulate, finish, bias, res,
+                                        ldr);
+        });
+      }
+      return;
+    }
+    // N edge: run the full-width kernel on a padded copy, so nothing reads or writes past
+    // column N of C, the bias or the residual.
+    HWY_ALIGN float tile_c[MR * NR] = {};
+    HWY_ALIGN float tile_res[MR * NR] = {};
+    HWY_ALIGN float tile_bias[NR] = {};
+    for (std::size_t r = 0; r < mr; ++r) {
+      if (accumulate) std::memcpy(tile_c + r * NR, c + r * g.ldc, nr * sizeof(float));
+      if (finish && res) std::memcpy(tile_res + r * NR, res + r * ldr, nr * sizeof(float));
+    }
+    if (finish && bias) std::memcpy(tile_bias, bias, nr * sizeof(float));
+    WithRows<MR>(mr, [&](auto rows) {
+      MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, tile_c, NR, accumulate, finish, tile_bias,
+                                    res ? tile_res : nullptr, NR);
+    });
+    for (std::size_t r = 0; r < mr; ++r) std::memcpy(c + r * g.ldc, tile_c + r * NR, nr * sizeof(float));
+  }
+
+  // Rows [m0, m1) x columns [n0, n1) of C; called by one worker.
+  static void Block(const Args& g, std::size_t m0, std::size_t m1, std::size_t n0, std::size_t n1,
+                    bool residual_in_place) {
+    // The packed B block is per thread and kept between calls: allocating it per call would
+    // cost an mmap and page faults (it is larger than malloc's mmap threshold).
+    static thread_local AlignedBuffer<float> packed;
+    packed.resize(KC * NC);
+    const std::size_t K = g.W->cols();
+    const float* residual = (Epi::has_residual && !residual_in_place) ? g.epi.residual : nullptr;
+    for (std::size_t jc = n0; jc < n1; jc += NC) {
+      const std::size_t nc = std::min(NC, n1 - jc);
+      for (std::size_t pc = 0; pc < K; pc += KC) {
+        const std::size_t kc = std::min(KC, K - pc);
+        const bool accumulate = pc > 0 || residual_in_place;
+        const bool finish = pc + kc == K;
+        for (std::size_t jr = 0; jr < nc; jr += NR) {
+          PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, std::min(NR, nc - jr), pc, kc,
+                                                     packed.data() + jr * kc);
+        }
+        for (std::size_t ic = m0; ic < m1; ic += MC) {
+          const std::size_t mc = std::min(MC, m1 - ic);
+          for (std::size_t jr = 0; jr < nc; jr += NR) {
+            const std::size_t nr = std::min(NR, nc - jr);
+            const float* b = packed.data() + jr * kc;
+            for (std::size_t ir = 0; ir < mc; ir += MR) {
+              Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, accumulate, finish,
+                   residual);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static void Run(const Args& g) {
+    const std::size_t M = g.M, N = g.W->rows();
+    const bool in_place = Epi::has_residual && g.epi.residual == g.C;
+    ThreadPool& pool = *g.pool;
+    const std::size_t threads = pool.num_threads();
+    // Split N first: column chunks never duplicate work (each decodes only its own panels of W).
+    // Several chunks per thread let a thread that was descheduled catch up. Split M only when N
+    // has too few panels to go round.
+    const std::size_t n_panels = (N + NR - 1) / NR;
+    const std::size_t n_chunks = std::min(n_panels, threads == 1 ? 1 : 4 * threads);
+    const std::size_t m_blocks = (M + MR - 1) / MR;
+    const std::size_t m_chunks = std::min(m_blocks, std::max<std::size_t>(1, threads / n_chunks));
+    pool.run(n_chunks * m_chunks, [&](std::size_t task, std::size_t) {
+      const std::size_t ni = task % n_chunks, mi = task / n_chunks;
+      const std::size_t n0 = std::min(N, ni * n_panels / n_chunks * NR);
+      const std::size_t n1 = std::min(N, (ni + 1) * n_panels / n_chunks * NR);
+      const std::size_t m0 = std::min(M, mi * m_blocks / m_chunks * MR);
+      const std::size_t m1 = std::min(M, (mi + 1) * m_blocks / m_chunks * MR);
+      if (n0 < n1 && m0 < m1) Block(g, m0, m1, n0, n1, in_place);
+    });
+  }
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace stile
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,88 @@
+#pragma once
+// The GEMM of stile: C[M x N] = epilogue(A[M x K] * W^T), W an N x K weight matrix in any codec
+// (codec.hpp), the epilogue fused into the micro-kernel (epilogue.hpp), the register and cache
+// blocking a compile-time TileShape per Highway target (tiles.hpp), multithreaded on a
+// ThreadPool. The best target the CPU supports is picked at run time.
+//
+//   stile::gemm(M, A, lda, stile::DenseF32(W, N, K), C, ldc);                      // C = A W^T
+//   stile::gemm(M, A, lda, w, C, ldc, stile::epilogue::BiasGelu{.bias = b});        // FFN1
+//   stile::gemm(M, A, lda, w, X, ldx, stile::epilogue::BiasResidual{b, X, ldx});    // in place
+//   stile::gemm<stile::TileShape<4, 8, 128, 64, 512>>(...);                         // own tiles
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/kernels/codec.hpp"
+#include "stile/kernels/epilogue.hpp"
+#include "stile/kernels/gemm_args.hpp"
+#include "stile/kernels/targets.hpp"
+#include "stile/kernels/tiles.hpp"
+
+namespace stile {
+
+template <class TilesT, class WeightsT, class EpiT>
+struct GemmConfig {
+  using Tiles = TilePolicy<TilesT>;
+  using Weights = WeightsT;
+  using Epi = EpiT;
+};
+
+namespace detail {
+
+template <class Cfg>
+struct GemmDispatch {
+  using Fn = void (*)(const GemmArgs<typename Cfg::Weights, typename Cfg::Epi>&);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] =
+      STILE_TARGET_TABLE(GemmDriver<Cfg>::Run);
+};
+
+inline bool ranges_overlap(const float* a, std::size_t a_len, const float* b, std::size_t b_len) {
+  return a < b + b_len && b < a + a_len;
+}
+
+}  // namespace detail
+
+// C = epilogue(A * W^T). A: M x K (row stride lda >= K); W: N x K (W.rows() = N, W.cols() = K);
+// C: M x N (row stride ldc >= N). The residual of the epilogue may be C itself (same stride),
+// for an in-place residual add, but not with an activation. Other overlaps between C and the
+// inputs are errors. Threads: `pool` (the default pool if null).
+template <class Tiles = DefaultTiles, WeightMatrix Weights, class Epi = epilogue::None>
+void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, float* C,
+          std::size_t ldc, const Epi& epi = {}, ThreadPool* pool = nullptr) {
+  static_assert(is_epilogue_v<Epi>, "the epilogue must be a stile::Epilogue<...>");
+  const std::size_t N = W.rows(), K = W.cols();
+  if (M == 0 || N == 0) return;
+  require(K > 0, "gemm: K (W.cols()) must be positive");
+  require(A != nullptr && C != nullptr, "gemm: A and C must not be null");
+  require(lda >= K, "gemm: lda (" + std::to_string(lda) + ") < K (" + std::to_string(K) + ")");
+  require(ldc >= N, "gemm: ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")");
+  const std::size_t c_len = (M - 1) * ldc + N;
+  require(!detail::ranges_overlap(A, (M - 1) * lda + K, C, c_len), "gemm: A overlaps C");
+  if constexpr (Epi::has_bias) require(epi.bias != nullptr, "gemm: the epilogue needs a bias");
+  if constexpr (Epi::has_residual) {
+    require(epi.residual != nullptr, "gemm: the epilogue needs a residual");
+    require(epi.residual_ld >= N, "gemm: residual_ld < N");
+    if (epi.residual == C) {
+      require(epi.residual_ld == ldc, "gemm: an in-place residual must have C's row stride");
+      require(Epi::activation == Activation::kNone,
+              "gemm: an in-place residual cannot follow an activation");
+    } else {
+      require(!detail::ranges_overlap(epi.residual, (M - 1) * epi.residual_ld + N, C, c_len),
+              "gemm: the residual overlaps C without being C");
+    }
+  }
+  GemmArgs<Weights, Epi> args;
+  args.M = M;
+  args.A = A;
+  args.lda = lda;
+  args.W = &W;
+  args.C = C;
+  args.ldc = ldc;
+  args.epi = epi;
+  args.pool = pool != nullptr ? pool : &default_thread_pool();
+  choose_target(detail::GemmDispatch<GemmConfig<Tiles, Weights, Epi>>::kTable)(args);
+}
+
+}  // namespace stile

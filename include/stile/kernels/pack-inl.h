@@ -1,0 +1,87 @@
+// Per-target panel decoders: turn KC x NR panels of a stored weight matrix into the packed
+// layout the GEMM micro-kernel reads (see codec.hpp for the contract). This file holds the fp32
+// decoder; the dictionary codecs add their own PanelDecoder specializations the same way.
+#if defined(STILE_KERNELS_PACK_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STILE_KERNELS_PACK_INL_H_
+#undef STILE_KERNELS_PACK_INL_H_
+#else
+#define STILE_KERNELS_PACK_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include <hwy/highway.h>
+
+#include "stile/kernels/codec.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace stile {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Primary template: a weight format with no decoder for this target is a compile error here.
+template <class W>
+struct PanelDecoder;
+
+template <>
+struct PanelDecoder<DenseF32> {
+  // Transposes nr rows of W (each contiguous over k) into k-major rows of kNR floats.
+  // The bulk goes through 4 x 4 register transposes on 128-bit vectors, which every SIMD target
+  // has; 4 loads, 8 shuffles and 4 stores move 16 floats.
+  template <std::size_t kNR>
+  static HWY_INLINE void Decode(const DenseF32& w, std::size_t n0, std::size_t nr, std::size_t k0,
+                                std::size_t kc, float* HWY_RESTRICT out) {
+    const std::size_t ld = w.ld;
+    const float* HWY_RESTRICT src = w.data + n0 * ld + k0;
+    std::size_t j = 0;
+#if HWY_TARGET != HWY_SCALAR  // (the scalar target has no shuffles; it takes the loop below)
+    const hn::CappedTag<float, 4> d4;
+    if constexpr (kNR % 4 == 0) {
+      for (; j + 4 <= nr; j += 4) {
+        const float* HWY_RESTRICT r0 = src + j * ld;
+        const float* HWY_RESTRICT r1 = r0 + ld;
+        const float* HWY_RESTRICT r2 = r1 + ld;
+        const float* HWY_RESTRICT r3 = r2 + ld;
+        float* HWY_RESTRICT o = out + j;
+        std::size_t k = 0;
+        for (; k + 4 <= kc; k += 4) {
+          const auto a = hn::LoadU(d4, r0 + k);
+          const auto b = hn::LoadU(d4, r1 + k);
+          const auto c = hn::LoadU(d4, r2 + k);
+          const auto e = hn::LoadU(d4, r3 + k);
+          const auto ab_lo = hn::InterleaveLower(d4, a, b);  // a0 b0 a1 b1
+          const auto ce_lo = hn::InterleaveLower(d4, c, e);  // c0 e0 c1 e1
+          const auto ab_hi = hn::InterleaveUpper(d4, a, b);  // a2 b2 a3 b3
+          const auto ce_hi = hn::InterleaveUpper(d4, c, e);  // c2 e2 c3 e3
+          hn::Store(hn::ConcatLowerLower(d4, ce_lo, ab_lo), d4, o + (k + 0) * kNR);
+          hn::Store(hn::ConcatUpperUpper(d4, ce_lo, ab_lo), d4, o + (k + 1) * kNR);
+          hn::Store(hn::ConcatLowerLower(d4, ce_hi, ab_hi), d4, o + (k + 2) * kNR);
+          hn::Store(hn::ConcatUpperUpper(d4, ce_hi, ab_hi), d4, o + (k + 3) * kNR);
+        }
+        for (; k < kc; ++k) {
+          o[k * kNR + 0] = r0[k];
+          o[k * kNR + 1] = r1[k];
+          o[k * kNR + 2] = r2[k];
+          o[k * kNR + 3] = r3[k];
+        }
+      }
+    }
+#endif
+    for (; j < nr; ++j) {
+      const float* HWY_RESTRICT r = src + j * ld;
+      for (std::size_t k = 0; k < kc; ++k) out[k * kNR + j] = r[k];
+    }
+    if (nr < kNR) {  // zero the padding columns of an edge panel
+      for (std::size_t k = 0; k < kc; ++k) {
+        std::memset(out + k * kNR + nr, 0, (kNR - nr) * sizeof(float));
+      }
+    }
+  }
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace stile
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

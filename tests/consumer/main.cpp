@@ -1,0 +1,30 @@
+// Instantiates a GEMM with the host's own tile shape in the host's own translation unit and
+// checks it against a naive loop. Exit code 0 on success.
+#include <stile/stile.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+int main() {
+  using HostTiles = stile::TileShape<4, 8, 64, 32, 128>;
+  const std::size_t M = 13, N = 45, K = 150;
+  std::vector<float> A(M * K), W(N * K), bias(N), C(M * N);
+  for (std::size_t i = 0; i < A.size(); ++i) A[i] = std::sin(0.37f * float(i));
+  for (std::size_t i = 0; i < W.size(); ++i) W[i] = std::cos(0.11f * float(i));
+  for (std::size_t i = 0; i < N; ++i) bias[i] = 0.01f * float(i);
+  stile::ThreadPool pool(2);
+  stile::gemm<HostTiles>(M, A.data(), K, stile::DenseF32(W.data(), N, K), C.data(), N,
+                         stile::epilogue::Bias{.bias = bias.data()}, &pool);
+  double worst = 0;
+  for (std::size_t m = 0; m < M; ++m) {
+    for (std::size_t n = 0; n < N; ++n) {
+      double ref = bias[n];
+      for (std::size_t k = 0; k < K; ++k) ref += double(A[m * K + k]) * W[n * K + k];
+      worst = std::fmax(worst, std::fabs(ref - C[m * N + n]) / (1.0 + std::fabs(ref)));
+    }
+  }
+  std::printf("consumer: %zux%zux%zu GEMM on %s, worst relative error %.3g\n", M, N, K,
+              stile::active_target_name(), worst);
+  return worst <= 1e-5 ? 0 : 1;
+}

@@ -1,0 +1,43 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "stile/core/thread_pool.hpp"
+
+TEST_CASE("thread pool runs every task exactly once, repeatedly", "[core]") {
+  for (const std::size_t threads : {1, 2, 4}) {
+    stile::ThreadPool pool(threads);
+    REQUIRE(pool.num_threads() == threads);
+    for (int round = 0; round < 200; ++round) {
+      const std::size_t tasks = 1 + static_cast<std::size_t>(round % 37);
+      std::vector<std::atomic<int>> hits(tasks);
+      std::atomic<std::size_t> max_worker{0};
+      pool.run(tasks, [&](std::size_t task, std::size_t worker) {
+        hits[task].fetch_add(1);
+        std::size_t seen = max_worker.load();
+        while (worker > seen && !max_worker.compare_exchange_weak(seen, worker)) {
+        }
+      });
+      for (auto& h : hits) REQUIRE(h.load() == 1);
+      REQUIRE(max_worker.load() < threads);
+    }
+  }
+}
+
+TEST_CASE("thread pool rethrows a task's exception after joining", "[core]") {
+  stile::ThreadPool pool(3);
+  std::atomic<int> done{0};
+  CHECK_THROWS_AS(pool.run(64,
+                           [&](std::size_t task, std::size_t) {
+                             done.fetch_add(1);
+                             if (task == 5) throw std::runtime_error("boom");
+                           }),
+                  std::runtime_error);
+  CHECK(done.load() == 64);  // the other tasks still ran
+  // The pool stays usable.
+  std::atomic<int> after{0};
+  pool.run(10, [&](std::size_t, std::size_t) { after.fetch_add(1); });
+  CHECK(after.load() == 10);
+}
