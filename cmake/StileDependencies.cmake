@@ -9,7 +9,24 @@ macro(stile_find_dependencies)
   find_package(hwy CONFIG REQUIRED)
   find_package(xsimd CONFIG REQUIRED)
   stile_fix_xsimd()
+  find_package(nlohmann_json 3.11 CONFIG REQUIRED)
+  stile_find_utf8proc()
 endmacro()
+
+# Debian's utf8proc ships no CMake package. find_path/find_library (not pkg-config) honour the
+# toolchain file's CMAKE_FIND_ROOT_PATH and CMAKE_LIBRARY_ARCHITECTURE, so the aarch64 cross
+# build finds the arm64 multiarch library with nothing else to set.
+function(stile_find_utf8proc)
+  if(TARGET stile::utf8proc)
+    return()
+  endif()
+  find_path(STILE_UTF8PROC_INCLUDE_DIR utf8proc.h REQUIRED)
+  find_library(STILE_UTF8PROC_LIBRARY NAMES utf8proc REQUIRED)
+  add_library(stile::utf8proc UNKNOWN IMPORTED GLOBAL)
+  set_target_properties(stile::utf8proc PROPERTIES
+    IMPORTED_LOCATION "${STILE_UTF8PROC_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STILE_UTF8PROC_INCLUDE_DIR}")
+endfunction()
 
 # Debian's xsimd 8.1 exports INTERFACE_LINK_LIBRARIES "xtl", but xsimd does not need xtl (it is
 # only used by optional xtl-complex support) and Debian does not install a CMake target for it,

@@ -9,3 +9,6 @@
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/tiles.hpp"
 #include "stile/kernels/activation.hpp"
+#include "stile/io/bert_config.hpp"
+#include "stile/io/safetensors.hpp"
+#include "stile/io/wordpiece.hpp"
