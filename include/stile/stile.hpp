@@ -12,3 +12,5 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/io/wordpiece.hpp"
+#include "stile/kernels/rowwise.hpp"
+#include "stile/model/bert_model.hpp"

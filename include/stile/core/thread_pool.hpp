@@ -139,6 +139,14 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// A pool of one thread (the caller). Its run() is a plain loop that touches no shared state, so
+// one instance serves any number of threads at once: kernels called inside another pool's task
+// pass it to stay on their own thread.
+inline ThreadPool& single_thread_pool() {
+  static ThreadPool pool(1);
+  return pool;
+}
+
 // The pool kernels use when the caller passes none. Its size is read once, from the environment
 // variable STILE_NUM_THREADS if set (a positive integer), else one thread per core.
 inline ThreadPool& default_thread_pool() {

@@ -3,3 +3,4 @@
 #include "stile/kernels/activation-inl.h"
 #include "stile/kernels/pack-inl.h"
 #include "stile/kernels/gemm-inl.h"
+#include "stile/kernels/rowwise-inl.h"

@@ -35,4 +35,19 @@ struct DenseF32 {
   std::size_t cols() const noexcept { return n_cols; }
 };
 
+// Plain fp32 weights stored transposed: W^T row-major [cols x rows], row stride ld >= rows.
+// Attention's P * V is a GEMM whose "weight" V [tokens x head_dim] is W^T, read in place.
+struct DenseF32Transposed {
+  const float* data = nullptr;
+  std::size_t n_rows = 0;  // N: outputs (columns of the stored matrix)
+  std::size_t n_cols = 0;  // K: inputs (rows of the stored matrix)
+  std::size_t ld = 0;
+
+  DenseF32Transposed() = default;
+  DenseF32Transposed(const float* d, std::size_t rows_, std::size_t cols_, std::size_t ld_ = 0)
+      : data(d), n_rows(rows_), n_cols(cols_), ld(ld_ == 0 ? rows_ : ld_) {}
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
 }  // namespace stile

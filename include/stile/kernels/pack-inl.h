@@ -80,6 +80,20 @@ struct PanelDecoder<DenseF32> {
   }
 };
 
+template <>
+struct PanelDecoder<DenseF32Transposed> {
+  // Already k-major: each k is a contiguous run of nr floats.
+  template <std::size_t kNR>
+  static HWY_INLINE void Decode(const DenseF32Transposed& w, std::size_t n0, std::size_t nr,
+                                std::size_t k0, std::size_t kc, float* HWY_RESTRICT out) {
+    const float* HWY_RESTRICT src = w.data + k0 * w.ld + n0;
+    for (std::size_t k = 0; k < kc; ++k) {
+      std::memcpy(out + k * kNR, src + k * w.ld, nr * sizeof(float));
+      if (nr < kNR) std::memset(out + k * kNR + nr, 0, (kNR - nr) * sizeof(float));
+    }
+  }
+};
+
 }  // namespace HWY_NAMESPACE
 }  // namespace stile
 HWY_AFTER_NAMESPACE();

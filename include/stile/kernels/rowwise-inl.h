@@ -1,0 +1,115 @@
+// Per-target row-wise kernels of the encoder: LayerNorm and softmax over rows of a matrix.
+// Each row is read twice from L1 (a reduction, then the transform): rows are at most a few
+// thousand floats, so a row stays in L1 between the passes.
+#if defined(STILE_KERNELS_ROWWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STILE_KERNELS_ROWWISE_INL_H_
+#undef STILE_KERNELS_ROWWISE_INL_H_
+#else
+#define STILE_KERNELS_ROWWISE_INL_H_
+#endif
+
+#include <cstddef>
+#include <cmath>
+#include <limits>
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace stile {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The last, partial vector of a row: `count` < Lanes(d) floats, the other lanes set to `fill`
+// (so reductions ignore them), without reading past the row.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT p, std::size_t count, float fill) {
+  HWY_ALIGN float buf[hn::MaxLanes(d)];
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) buf[i] = i < count ? p[i] : fill;
+  return hn::Load(d, buf);
+}
+template <class D>
+HWY_INLINE void StoreTail(D d, hn::Vec<D> v, float* HWY_RESTRICT p, std::size_t count) {
+  HWY_ALIGN float buf[hn::MaxLanes(d)];
+  hn::Store(v, d, buf);
+  for (std::size_t i = 0; i < count; ++i) p[i] = buf[i];
+}
+
+// x = (x - mean) / sqrt(var + eps) * gamma + beta per row, in place (BERT's LayerNorm; the
+// variance is the biased one, computed in a second pass around the mean for accuracy).
+HWY_INLINE void LayerNormRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols,
+                              std::size_t ld, const float* HWY_RESTRICT gamma,
+                              const float* HWY_RESTRICT beta, float eps) {
+  const hn::ScalableTag<float> d;
+  const std::size_t L = hn::Lanes(d);
+  const std::size_t full = cols / L * L, tail = cols - full;
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT row = x + r * ld;
+    auto sum = hn::Zero(d);
+    for (std::size_t i = 0; i < full; i += L) sum = hn::Add(sum, hn::LoadU(d, row + i));
+    if (tail) sum = hn::Add(sum, LoadTail(d, row + full, tail, 0.0f));
+    const float mean = hn::GetLane(hn::SumOfLanes(d, sum)) / static_cast<float>(cols);
+    const auto vmean = hn::Set(d, mean);
+    auto sq = hn::Zero(d);
+    for (std::size_t i = 0; i < full; i += L) {
+      const auto c = hn::Sub(hn::LoadU(d, row + i), vmean);
+      sq = hn::MulAdd(c, c, sq);
+    }
+    if (tail) {
+      const auto c = hn::Sub(LoadTail(d, row + full, tail, mean), vmean);
+      sq = hn::MulAdd(c, c, sq);
+    }
+    const float var = hn::GetLane(hn::SumOfLanes(d, sq)) / static_cast<float>(cols);
+    const auto rstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
+    for (std::size_t i = 0; i < full; i += L) {
+      const auto c = hn::Mul(hn::Sub(hn::LoadU(d, row + i), vmean), rstd);
+      hn::StoreU(hn::MulAdd(c, hn::LoadU(d, gamma + i), hn::LoadU(d, beta + i)), d, row + i);
+    }
+    if (tail) {
+      const auto c = hn::Mul(hn::Sub(LoadTail(d, row + full, tail, 0.0f), vmean), rstd);
+      const auto y = hn::MulAdd(c, LoadTail(d, gamma + full, tail, 0.0f), LoadTail(d, beta + full, tail, 0.0f));
+      StoreTail(d, y, row + full, tail);
+    }
+  }
+}
+
+// x = exp(x - max) / sum(exp(x - max)) per row, in place.
+HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols,
+                            std::size_t ld) {
+  const hn::ScalableTag<float> d;
+  const std::size_t L = hn::Lanes(d);
+  const std::size_t full = cols / L * L, tail = cols - full;
+  const float lowest = -std::numeric_limits<float>::infinity();
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT row = x + r * ld;
+    auto vmax = hn::Set(d, lowest);
+    for (std::size_t i = 0; i < full; i += L) vmax = hn::Max(vmax, hn::LoadU(d, row + i));
+    if (tail) vmax = hn::Max(vmax, LoadTail(d, row + full, tail, lowest));
+    const auto m = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+    auto sum = hn::Zero(d);
+    for (std::size_t i = 0; i < full; i += L) {
+      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, row + i), m));
+      sum = hn::Add(sum, e);
+      hn::StoreU(e, d, row + i);
+    }
+    hn::Vec<decltype(d)> e_tail = hn::Zero(d);
+    if (tail) {
+      // Padding lanes hold the row max, so exp() stays finite; they are masked out of the sum.
+      e_tail = hn::Exp(d, hn::Sub(LoadTail(d, row + full, tail, hn::GetLane(m)), m));
+      HWY_ALIGN float buf[hn::MaxLanes(d)];
+      hn::Store(e_tail, d, buf);
+      for (std::size_t i = tail; i < L; ++i) buf[i] = 0.0f;
+      e_tail = hn::Load(d, buf);
+      sum = hn::Add(sum, e_tail);
+    }
+    const auto inv = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, sum)));
+    for (std::size_t i = 0; i < full; i += L) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), inv), d, row + i);
+    if (tail) StoreTail(d, hn::Mul(e_tail, inv), row + full, tail);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace stile
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,131 @@
+#pragma once
+// The fp32 BERT encoder: token ids in, last hidden states out, for a batch of sequences of
+// different lengths packed back to back, so no work is spent on padding. Pooling helpers turn
+// hidden states into sentence embeddings (mean or CLS, then optional L2 normalization).
+#include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/wordpiece.hpp"
+#include "stile/kernels/rowwise.hpp"
+#include "stile/model/bert_weights.hpp"
+#include "stile/ops/encoder_layer.hpp"
+
+namespace stile {
+
+class BertModel {
+ public:
+  // Reads config.json and model.safetensors from model_dir; stile::Error names a bad file.
+  static BertModel load(const std::filesystem::path& model_dir) {
+    return BertModel(BertWeights::load(model_dir));
+  }
+  explicit BertModel(BertWeights weights) : w_(std::move(weights)) {}
+
+  const BertConfig& config() const noexcept { return w_.config; }
+  const BertWeights& weights() const noexcept { return w_; }
+
+  // Runs the encoder on every sequence of `batch`. Only tokens whose attention_mask is 1 are
+  // computed; each mask must be 1...1 0...0 (what a tokenizer's padding makes). `hidden`
+  // receives the last hidden state of the real tokens of all sequences, concatenated in order:
+  // [sum of real lengths x hidden]. Returns the real length of each sequence.
+  std::vector<std::size_t> encode(std::span<const Encoding> batch, std::vector<float>& hidden,
+                                  ThreadPool* pool = nullptr) const {
+    ThreadPool& threads = pool != nullptr ? *pool : default_thread_pool();
+    const BertConfig& c = w_.config;
+    const std::size_t d = c.hidden;
+    std::vector<std::size_t> lengths;
+    std::vector<std::size_t> offsets{0};
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const std::size_t len = real_length(batch[i], i);
+      lengths.push_back(len);
+      offsets.push_back(offsets.back() + len);
+    }
+    const std::size_t tokens = offsets.back();
+    hidden.assign(tokens * d, 0.0f);
+    for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], hidden.data() + offsets[i] * d);
+    if (tokens == 0) return lengths;
+    layer_norm_rows(hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(),
+                    c.layer_norm_eps);
+    EncoderWorkspace ws;
+    for (const BertLayerWeights& layer : w_.layers) {
+      encoder_layer(layer, c, hidden.data(), offsets, ws, threads);
+    }
+    return lengths;
+  }
+
+ private:
+  std::size_t real_length(const Encoding& e, std::size_t index) const {
+    const std::size_t n = e.input_ids.size();
+    const std::string which = "encode: sequence " + std::to_string(index);
+    require(e.token_type_ids.empty() || e.token_type_ids.size() == n,
+            which + ": token_type_ids and input_ids differ in length");
+    require(e.attention_mask.empty() || e.attention_mask.size() == n,
+            which + ": attention_mask and input_ids differ in length");
+    std::size_t len = n;
+    if (!e.attention_mask.empty()) {
+      len = 0;
+      while (len < n && e.attention_mask[len] == 1) ++len;
+      for (std::size_t t = len; t < n; ++t) {
+        require(e.attention_mask[t] == 0, which + ": attention_mask must be 1...1 0...0");
+      }
+    }
+    require(len <= w_.config.max_position_embeddings,
+            which + " has " + std::to_string(len) + " tokens, more than the model's " +
+                std::to_string(w_.config.max_position_embeddings) + " positions");
+    return len;
+  }
+
+  // out[t] = word[id] + position[t] + token_type[type], before the embedding LayerNorm.
+  void embed(const Encoding& e, std::size_t len, float* out) const {
+    const BertConfig& c = w_.config;
+    const std::size_t d = c.hidden;
+    for (std::size_t t = 0; t < len; ++t) {
+      const std::int32_t id = e.input_ids[t];
+      const std::int32_t type = e.token_type_ids.empty() ? 0 : e.token_type_ids[t];
+      require(id >= 0 && static_cast<std::size_t>(id) < c.vocab_size,
+              "encode: token id " + std::to_string(id) + " is outside the vocabulary");
+      require(type >= 0 && static_cast<std::size_t>(type) < c.type_vocab_size,
+              "encode: token type " + std::to_string(type) + " is outside the model's types");
+      const float* word = w_.word_embeddings.data() + static_cast<std::size_t>(id) * d;
+      const float* pos = w_.position_embeddings.data() + t * d;
+      const float* tt = w_.token_type_embeddings.data() + static_cast<std::size_t>(type) * d;
+      float* row = out + t * d;
+      for (std::size_t i = 0; i < d; ++i) row[i] = word[i] + pos[i] + tt[i];
+    }
+  }
+
+  BertWeights w_;
+};
+
+enum class Pooling { kMean, kCls };
+
+// Pools the hidden states of one sequence ([tokens x dim], row-major) into out[dim].
+inline void pool_tokens(std::span<const float> hidden, std::size_t tokens, std::size_t dim,
+                        Pooling mode, std::span<float> out) {
+  require(out.size() == dim && hidden.size() >= tokens * dim, "pool_tokens: sizes do not match");
+  require(tokens > 0, "pool_tokens: a sequence without tokens has no embedding");
+  if (mode == Pooling::kCls) {
+    for (std::size_t i = 0; i < dim; ++i) out[i] = hidden[i];
+    return;
+  }
+  std::vector<double> sum(dim, 0.0);  // double: a sum over up to 512 rows, then one rounding
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t i = 0; i < dim; ++i) sum[i] += hidden[t * dim + i];
+  }
+  for (std::size_t i = 0; i < dim; ++i) out[i] = static_cast<float>(sum[i] / static_cast<double>(tokens));
+}
+
+// v /= max(||v||, 1e-12), as torch.nn.functional.normalize.
+inline void l2_normalize(std::span<float> v) {
+  double sq = 0.0;
+  for (float x : v) sq += double(x) * double(x);
+  const double norm = std::max(std::sqrt(sq), 1e-12);
+  for (float& x : v) x = static_cast<float>(x / norm);
+}
+
+}  // namespace stile

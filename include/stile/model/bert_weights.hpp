@@ -1,0 +1,104 @@
+#pragma once
+// The fp32 weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and
+// checked against its config. Transformed once at load, never per request:
+//   * Q, K and V of a layer are stacked into one [3d x d] weight, so one GEMM makes all three;
+//   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale.
+// The word-embedding table (the largest tensor of a small BERT) stays in the memory-mapped file:
+// only the rows of a request's tokens are ever touched.
+#include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stile/io/bert_config.hpp"
+#include "stile/io/file_error.hpp"
+#include "stile/io/safetensors.hpp"
+#include "stile/kernels/codec.hpp"
+
+namespace stile {
+
+struct BertLayerWeights {
+  std::vector<float> qkv_weight, qkv_bias;  // [3d x d], [3d]: Q (pre-scaled), K, V
+  std::vector<float> attn_out_weight, attn_out_bias;  // [d x d], [d]
+  std::vector<float> ln1_gamma, ln1_beta;             // [d]
+  std::vector<float> ffn1_weight, ffn1_bias;          // [d_ff x d], [d_ff]
+  std::vector<float> ffn2_weight, ffn2_bias;          // [d x d_ff], [d]
+  std::vector<float> ln2_gamma, ln2_beta;             // [d]
+};
+
+struct BertWeights {
+  BertConfig config;
+  SafetensorsFile file;                 // keeps the word embeddings mapped
+  std::span<const float> word_embeddings;  // [vocab x d], in the mapped file
+  std::vector<float> position_embeddings;  // [max_positions x d]
+  std::vector<float> token_type_embeddings;  // [type_vocab x d]
+  std::vector<float> embed_ln_gamma, embed_ln_beta;
+  std::vector<BertLayerWeights> layers;
+
+  static BertWeights load(const std::filesystem::path& model_dir) {
+    BertConfig config = read_bert_config((model_dir / "config.json").string());
+    SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
+    return from(std::move(config), std::move(file));
+  }
+
+  static BertWeights from(BertConfig config, SafetensorsFile file) {
+    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}};
+    const BertConfig& c = w.config;
+    const std::size_t d = c.hidden, ff = c.intermediate;
+    // Checkpoints saved from BertModel have no prefix; from BertFor... heads, "bert.".
+    const std::string prefix = w.file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+    auto tensor = [&](const std::string& name, std::vector<std::size_t> shape) {
+      const std::string full = prefix + name;
+      const TensorInfo& t = w.file.tensor(full);
+      bool same = t.shape.size() == shape.size();
+      for (std::size_t i = 0; same && i < shape.size(); ++i) same = t.shape[i] == static_cast<std::int64_t>(shape[i]);
+      if (!same) {
+        std::string want;
+        for (std::size_t s : shape) want += (want.empty() ? "" : ", ") + std::to_string(s);
+        io_detail::fail_in_file(w.file.path(), "tensor '", full, "' has the wrong shape for config.json (want [", want, "])");
+      }
+      return full;
+    };
+    auto load = [&](const std::string& name, std::vector<std::size_t> shape) {
+      return w.file.to_f32(tensor(name, std::move(shape)));
+    };
+    w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));
+    w.position_embeddings = load("embeddings.position_embeddings.weight", {c.max_position_embeddings, d});
+    w.token_type_embeddings = load("embeddings.token_type_embeddings.weight", {c.type_vocab_size, d});
+    w.embed_ln_gamma = load("embeddings.LayerNorm.weight", {d});
+    w.embed_ln_beta = load("embeddings.LayerNorm.bias", {d});
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    for (std::size_t l = 0; l < c.num_layers; ++l) {
+      const std::string p = "encoder.layer." + std::to_string(l) + ".";
+      BertLayerWeights L;
+      L.qkv_weight.reserve(3 * d * d);
+      L.qkv_bias.reserve(3 * d);
+      for (const char* part : {"query", "key", "value"}) {
+        std::vector<float> wt = load(p + "attention.self." + part + ".weight", {d, d});
+        std::vector<float> bs = load(p + "attention.self." + part + ".bias", {d});
+        if (part[0] == 'q') {
+          for (float& x : wt) x *= q_scale;
+          for (float& x : bs) x *= q_scale;
+        }
+        L.qkv_weight.insert(L.qkv_weight.end(), wt.begin(), wt.end());
+        L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
+      }
+      L.attn_out_weight = load(p + "attention.output.dense.weight", {d, d});
+      L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
+      L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});
+      L.ln1_beta = load(p + "attention.output.LayerNorm.bias", {d});
+      L.ffn1_weight = load(p + "intermediate.dense.weight", {ff, d});
+      L.ffn1_bias = load(p + "intermediate.dense.bias", {ff});
+      L.ffn2_weight = load(p + "output.dense.weight", {d, ff});
+      L.ffn2_bias = load(p + "output.dense.bias", {d});
+      L.ln2_gamma = load(p + "output.LayerNorm.weight", {d});
+      L.ln2_beta = load(p + "output.LayerNorm.bias", {d});
+      w.layers.push_back(std::move(L));
+    }
+    return w;
+  }
+};
+
+}  // namespace stile
