@@ -82,10 +82,20 @@ void check(const Problem& p, const std::vector<float>& C, bool bias, bool gelu, 
   CHECK(worst <= 1e-5);
 }
 
-template <class Tiles>
+// Runs every epilogue on W as stored (DenseF32) or pre-packed for the current target (PackedF32).
+template <class Tiles, bool kPacked = false>
 void run_all_epilogues(std::size_t M, std::size_t N, std::size_t K, stile::ThreadPool& pool) {
   Problem p = make_problem(M, N, K, static_cast<std::uint32_t>(M * 131 + N * 7 + K));
-  const stile::DenseF32 w(p.W.data(), N, K);
+  const stile::DenseF32 dense(p.W.data(), N, K);
+  stile::PackedWeights packed;
+  if constexpr (kPacked) packed = stile::pack_weights<Tiles>(dense);
+  const auto w = [&] {
+    if constexpr (kPacked) {
+      return packed.view;
+    } else {
+      return dense;
+    }
+  }();
   {
     auto C = p.C;
     stile::gemm<Tiles>(M, p.A.data(), p.lda, w, C.data(), p.ldc, stile::epilogue::None{}, &pool);
@@ -158,6 +168,19 @@ TEST_CASE("gemm with a host-chosen tile shape crosses every cache block", "[gemm
     run_all_epilogues<Small>(29, 61, 77, pool2);
     run_all_epilogues<Tall>(5, 13, 17, pool2);
   });
+}
+
+TEST_CASE("gemm on weights packed at load equals the reference", "[gemm]") {
+  stile::ThreadPool pool2(2);
+  for_each_target([&] {
+    for (const std::size_t M : {1, 7, 128}) run_all_epilogues<stile::DefaultTiles, true>(M, 100, 300, pool2);
+    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, true>(29, 61, 77, pool2);
+  });
+  // Weights packed for another panel width are refused, not misread.
+  std::vector<float> A(4 * 8), W(6 * 8), C(4 * 6);
+  stile::PackedWeights packed = stile::pack_weights(stile::DenseF32(W.data(), 6, 8));
+  packed.view.nr *= 2;
+  CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, packed.view, C.data(), 6), Catch::Contains("panel width"));
 }
 
 TEST_CASE("gemm rejects bad arguments with a clear error", "[gemm]") {

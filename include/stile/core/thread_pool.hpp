@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -34,16 +35,18 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool() {
     stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
     for (auto& t : threads_) t.join();
   }
 
   std::size_t num_threads() const noexcept { return num_workers_; }
 
   // Calls f(task, worker) for every task in [0, num_tasks); tasks are handed out dynamically.
-  // Not reentrant: f must not call run() on the same pool. An exception thrown by f is rethrown
-  // here after all workers have finished.
+  // Returns when every task has run: a worker that is descheduled (another program holds its
+  // core) costs nothing, because the caller runs the tasks it does not claim and waits only for
+  // tasks in flight. Not reentrant: f must not call run() on the same pool. An exception thrown
+  // by f is rethrown here after all tasks have finished.
   template <class F>
   void run(std::size_t num_tasks, F&& f) {
     if (num_tasks == 0) return;
@@ -51,28 +54,29 @@ class ThreadPool {
       for (std::size_t t = 0; t < num_tasks; ++t) f(t, std::size_t{0});
       return;
     }
+    require(num_tasks <= kMaxTasks, "ThreadPool::run: too many tasks in one call");
     using Fn = std::remove_reference_t<F>;
     job_ctx_ = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
     job_fn_ = [](void* ctx, std::size_t task, std::size_t worker) {
       (*static_cast<Fn*>(ctx))(task, worker);
     };
-    num_tasks_ = num_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    pending_workers_.store(num_workers_ - 1, std::memory_order_relaxed);
     failed_.store(false, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    done_.store(0, std::memory_order_relaxed);
+    job_ = (job_ + 1) & kJobMask;
+    // Publishes the job: everything above happens-before a worker's successful claim.
+    ticket_.store(make_ticket(job_, num_tasks, 0), std::memory_order_release);
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
 
-    work(0);
+    work(job_, 0);
 
-    // Wait for the other workers: spin first (they finish within microseconds of us), then sleep.
     for (int spin = 0;; ++spin) {
-      const std::size_t left = pending_workers_.load(std::memory_order_acquire);
-      if (left == 0) break;
+      const std::uint32_t done = done_.load(std::memory_order_acquire);
+      if (done == num_tasks) break;
       if (spin < kSpinIterations) {
         cpu_relax();
       } else {
-        pending_workers_.wait(left, std::memory_order_acquire);
+        done_.wait(done, std::memory_order_acquire);
       }
     }
     if (failed_.load(std::memory_order_relaxed)) {
@@ -84,6 +88,16 @@ class ThreadPool {
 
  private:
   static constexpr int kSpinIterations = 1 << 14;  // ~50 us of pause instructions
+  // A ticket packs [job id : 24 | task count : 20 | next task : 20] into one atomic word, so a
+  // worker claims a task of the job it woke for, or nothing, with one compare-exchange: a late
+  // worker can never run a task of a finished job or read the fields of the next one.
+  static constexpr std::uint64_t kTaskBits = 20;
+  static constexpr std::uint64_t kTaskMask = (std::uint64_t{1} << kTaskBits) - 1;
+  static constexpr std::uint64_t kJobMask = (std::uint64_t{1} << 24) - 1;
+  static constexpr std::size_t kMaxTasks = kTaskMask;
+  static constexpr std::uint64_t make_ticket(std::uint64_t job, std::uint64_t count, std::uint64_t next) {
+    return (job << (2 * kTaskBits)) | (count << kTaskBits) | next;
+  }
 
   static void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,47 +107,54 @@ class ThreadPool {
 #endif
   }
 
-  void work(std::size_t worker) {
+  // Claims and runs tasks of job `job` until none is left.
+  void work(std::uint64_t job, std::size_t worker) {
+    std::uint64_t t = ticket_.load(std::memory_order_acquire);
     for (;;) {
-      const std::size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-      if (task >= num_tasks_) return;
+      const std::uint64_t count = (t >> kTaskBits) & kTaskMask, next = t & kTaskMask;
+      if ((t >> (2 * kTaskBits)) != job || next >= count) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        continue;  // t now holds the current ticket
+      }
       try {
-        job_fn_(job_ctx_, task, worker);
+        job_fn_(job_ctx_, static_cast<std::size_t>(next), worker);
       } catch (...) {
         if (!failed_.exchange(true)) error_ = std::current_exception();
       }
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) done_.notify_one();
+      t = ticket_.load(std::memory_order_acquire);
     }
   }
 
   void worker_loop(std::size_t worker) {
-    std::size_t seen = 0;
+    std::uint32_t seen = 0;
     for (;;) {
-      std::size_t gen;
+      std::uint32_t wake;
       for (int spin = 0;; ++spin) {
-        gen = generation_.load(std::memory_order_acquire);
-        if (gen != seen) break;
+        wake = wake_.load(std::memory_order_acquire);
+        if (wake != seen) break;
         if (spin < kSpinIterations) {
           cpu_relax();
         } else {
-          generation_.wait(seen, std::memory_order_acquire);
+          wake_.wait(seen, std::memory_order_acquire);
         }
       }
-      seen = gen;
+      seen = wake;
       if (stop_.load(std::memory_order_relaxed)) return;
-      work(worker);
-      if (pending_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_workers_.notify_one();
+      const std::uint64_t t = ticket_.load(std::memory_order_acquire);
+      work(t >> (2 * kTaskBits), worker);
     }
   }
 
   std::size_t num_workers_ = 1;
   std::vector<std::thread> threads_;
-  // The job, published by the release increment of generation_.
+  std::uint64_t job_ = 0;  // id of the latest job (caller only)
+  // The job, published by the release store of ticket_.
   void* job_ctx_ = nullptr;
   void (*job_fn_)(void*, std::size_t, std::size_t) = nullptr;
-  std::size_t num_tasks_ = 0;
-  alignas(64) std::atomic<std::size_t> generation_{0};
-  alignas(64) std::atomic<std::size_t> next_task_{0};
-  alignas(64) std::atomic<std::size_t> pending_workers_{0};
+  alignas(64) std::atomic<std::uint64_t> ticket_{0};
+  alignas(64) std::atomic<std::uint32_t> done_{0};
+  alignas(64) std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;

@@ -35,6 +35,20 @@ struct DenseF32 {
   std::size_t cols() const noexcept { return n_cols; }
 };
 
+// fp32 weights packed once, at load, into the GEMM's own panel layout for panel width nr (the
+// NR of the target the GEMM runs on: see gemm_panel_width()). Panel p holds columns
+// [p * nr, p * nr + nr) of C, zero-padded past rows(), k-major: data[(p * cols() + k) * nr + j].
+// The micro-kernel reads panels straight from here: a GEMM on these weights decodes nothing, so
+// short sequences (a few rows of A per weight read) do not pay a transpose per call.
+struct PackedF32 {
+  const float* data = nullptr;
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+  std::size_t nr = 0;
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
 // Plain fp32 weights stored transposed: W^T row-major [cols x rows], row stride ld >= rows.
 // Attention's P * V is a GEMM whose "weight" V [tokens x head_dim] is W^T, read in place.
 struct DenseF32Transposed {

@@ -121,6 +121,10 @@ struct GemmDriver {
   using Args = GemmArgs<Weights, Epi>;
   static constexpr std::size_t MR = Shape::MR, NR = Shape::NR, KC = Shape::KC, MC = Shape::MC,
                                NC = Shape::NC;
+  // Weights already in panel layout (PackedF32) are read in place, not decoded.
+  static constexpr bool kInPlace = requires { PanelDecoder<Weights>::kInPlace; };
+
+  static std::size_t PanelWidth() { return NR; }
 
   // One MR x NR tile (mr <= MR rows, nr <= NR columns) at C(m, n).
   static HWY_INLINE void Tile(const Args& g, std::size_t m, std::size_t n, std::size_t mr,
@@ -166,7 +170,7 @@ struct GemmDriver {
     // The packed B block is per thread and kept between calls: allocating it per call would
     // cost an mmap and page faults (it is larger than malloc's mmap threshold).
     static thread_local AlignedBuffer<float> packed;
-    packed.resize(KC * NC);
+    if constexpr (!kInPlace) packed.resize(KC * NC);
     const std::size_t K = g.W->cols();
     const float* residual = (Epi::has_residual && !residual_in_place) ? g.epi.residual : nullptr;
     for (std::size_t jc = n0; jc < n1; jc += NC) {
@@ -175,15 +179,22 @@ struct GemmDriver {
         const std::size_t kc = std::min(KC, K - pc);
         const bool accumulate = pc > 0 || residual_in_place;
         const bool finish = pc + kc == K;
-        for (std::size_t jr = 0; jr < nc; jr += NR) {
-          PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, std::min(NR, nc - jr), pc, kc,
-                                                     packed.data() + jr * kc);
+        if constexpr (!kInPlace) {
+          for (std::size_t jr = 0; jr < nc; jr += NR) {
+            PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, std::min(NR, nc - jr), pc, kc,
+                                                       packed.data() + jr * kc);
+          }
         }
         for (std::size_t ic = m0; ic < m1; ic += MC) {
           const std::size_t mc = std::min(MC, m1 - ic);
           for (std::size_t jr = 0; jr < nc; jr += NR) {
             const std::size_t nr = std::min(NR, nc - jr);
-            const float* b = packed.data() + jr * kc;
+            const float* b;
+            if constexpr (kInPlace) {
+              b = PanelDecoder<Weights>::template Panel<NR>(*g.W, jc + jr, pc);
+            } else {
+              b = packed.data() + jr * kc;
+            }
             for (std::size_t ir = 0; ir < mc; ir += MR) {
               Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, accumulate, finish,
                    residual);

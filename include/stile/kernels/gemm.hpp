@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+
+#include "stile/core/aligned_buffer.hpp"
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
@@ -38,11 +41,49 @@ struct GemmDispatch {
       STILE_TARGET_TABLE(GemmDriver<Cfg>::Run);
 };
 
+template <class Tiles>
+struct PanelWidthDispatch {
+  using Fn = std::size_t (*)();
+  using Cfg = GemmConfig<Tiles, DenseF32, epilogue::None>;  // (the macro takes no commas)
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(GemmDriver<Cfg>::PanelWidth);
+};
+
 inline bool ranges_overlap(const float* a, std::size_t a_len, const float* b, std::size_t b_len) {
   return a < b + b_len && b < a + a_len;
 }
 
 }  // namespace detail
+
+// NR of the tile shape the GEMM uses on the target it runs on now: the panel width that
+// PackedF32 weights must be packed with.
+template <class Tiles = DefaultTiles>
+std::size_t gemm_panel_width() {
+  return choose_target(detail::PanelWidthDispatch<TilePolicy<Tiles>>::kTable)();
+}
+
+// Owns fp32 weights packed for the GEMM (see PackedF32).
+struct PackedWeights {
+  AlignedBuffer<float> storage;
+  PackedF32 view;
+  std::size_t bytes() const noexcept { return storage.size() * sizeof(float); }
+};
+
+// Packs W [rows x cols] (row stride ld) once, for the panel width of the current target.
+template <class Tiles = DefaultTiles>
+PackedWeights pack_weights(const DenseF32& w) {
+  const std::size_t nr = gemm_panel_width<Tiles>();
+  const std::size_t panels = (w.rows() + nr - 1) / nr, K = w.cols();
+  PackedWeights out;
+  out.storage.resize(panels * K * nr);
+  out.storage.zero();
+  for (std::size_t n = 0; n < w.rows(); ++n) {
+    const float* row = w.data + n * w.ld;
+    float* panel = out.storage.data() + (n / nr) * K * nr + n % nr;
+    for (std::size_t k = 0; k < K; ++k) panel[k * nr] = row[k];
+  }
+  out.view = PackedF32{out.storage.data(), w.rows(), K, nr};
+  return out;
+}
 
 // C = epilogue(A * W^T). A: M x K (row stride lda >= K); W: N x K (W.rows() = N, W.cols() = K);
 // C: M x N (row stride ldc >= N). The residual of the epilogue may be C itself (same stride),
@@ -72,6 +113,12 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
       require(!detail::ranges_overlap(epi.residual, (M - 1) * epi.residual_ld + N, C, c_len),
               "gemm: the residual overlaps C without being C");
     }
+  }
+  if constexpr (std::is_same_v<Weights, PackedF32>) {
+    require(W.nr == gemm_panel_width<Tiles>(),
+            "gemm: weights packed for panel width " + std::to_string(W.nr) +
+                ", but the GEMM runs with " + std::to_string(gemm_panel_width<Tiles>()) +
+                " on this target (pack them with pack_weights after choosing the target)");
   }
   GemmArgs<Weights, Epi> args;
   args.M = M;

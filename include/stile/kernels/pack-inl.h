@@ -81,6 +81,16 @@ struct PanelDecoder<DenseF32> {
 };
 
 template <>
+struct PanelDecoder<PackedF32> {
+  // Pre-packed: the driver reads the panel in place instead of decoding it.
+  static constexpr bool kInPlace = true;
+  template <std::size_t kNR>
+  static HWY_INLINE const float* Panel(const PackedF32& w, std::size_t n0, std::size_t k0) {
+    return w.data + ((n0 / kNR) * w.n_cols + k0) * kNR;
+  }
+};
+
+template <>
 struct PanelDecoder<DenseF32Transposed> {
   // Already k-major: each k is a contiguous run of nr floats.
   template <std::size_t kNR>

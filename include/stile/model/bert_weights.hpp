@@ -2,7 +2,9 @@
 // The fp32 weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and
 // checked against its config. Transformed once at load, never per request:
 //   * Q, K and V of a layer are stacked into one [3d x d] weight, so one GEMM makes all three;
-//   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale.
+//   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
+//   * every GEMM weight is packed into the GEMM's panel layout for the CPU's SIMD target
+//     (PackedF32), so no request transposes a weight.
 // The word-embedding table (the largest tensor of a small BERT) stays in the memory-mapped file:
 // only the rows of a request's tokens are ever touched.
 #include <cmath>
@@ -15,17 +17,19 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/io/file_error.hpp"
 #include "stile/io/safetensors.hpp"
-#include "stile/kernels/codec.hpp"
+#include "stile/kernels/gemm.hpp"
 
 namespace stile {
 
 struct BertLayerWeights {
-  std::vector<float> qkv_weight, qkv_bias;  // [3d x d], [3d]: Q (pre-scaled), K, V
-  std::vector<float> attn_out_weight, attn_out_bias;  // [d x d], [d]
-  std::vector<float> ln1_gamma, ln1_beta;             // [d]
-  std::vector<float> ffn1_weight, ffn1_bias;          // [d_ff x d], [d_ff]
-  std::vector<float> ffn2_weight, ffn2_bias;          // [d x d_ff], [d]
-  std::vector<float> ln2_gamma, ln2_beta;             // [d]
+  PackedWeights qkv;            // [3d x d]: Q (pre-scaled), K, V
+  std::vector<float> qkv_bias;  // [3d]
+  PackedWeights attn_out;       // [d x d]
+  std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]
+  PackedWeights ffn1;           // [d_ff x d]
+  std::vector<float> ffn1_bias;  // [d_ff]
+  PackedWeights ffn2;           // [d x d_ff]
+  std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;  // [d]
 };
 
 struct BertWeights {
@@ -64,6 +68,10 @@ struct BertWeights {
     auto load = [&](const std::string& name, std::vector<std::size_t> shape) {
       return w.file.to_f32(tensor(name, std::move(shape)));
     };
+    auto load_packed = [&](const std::string& name, std::size_t rows, std::size_t cols) {
+      const std::vector<float> dense = load(name, {rows, cols});
+      return pack_weights(DenseF32(dense.data(), rows, cols));
+    };
     w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));
     w.position_embeddings = load("embeddings.position_embeddings.weight", {c.max_position_embeddings, d});
     w.token_type_embeddings = load("embeddings.token_type_embeddings.weight", {c.type_vocab_size, d});
@@ -73,7 +81,8 @@ struct BertWeights {
     for (std::size_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".";
       BertLayerWeights L;
-      L.qkv_weight.reserve(3 * d * d);
+      std::vector<float> qkv_weight;
+      qkv_weight.reserve(3 * d * d);
       L.qkv_bias.reserve(3 * d);
       for (const char* part : {"query", "key", "value"}) {
         std::vector<float> wt = load(p + "attention.self." + part + ".weight", {d, d});
@@ -82,16 +91,17 @@ struct BertWeights {
           for (float& x : wt) x *= q_scale;
           for (float& x : bs) x *= q_scale;
         }
-        L.qkv_weight.insert(L.qkv_weight.end(), wt.begin(), wt.end());
+        qkv_weight.insert(qkv_weight.end(), wt.begin(), wt.end());
         L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
       }
-      L.attn_out_weight = load(p + "attention.output.dense.weight", {d, d});
+      L.qkv = pack_weights(DenseF32(qkv_weight.data(), 3 * d, d));
+      L.attn_out = load_packed(p + "attention.output.dense.weight", d, d);
       L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
       L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});
       L.ln1_beta = load(p + "attention.output.LayerNorm.bias", {d});
-      L.ffn1_weight = load(p + "intermediate.dense.weight", {ff, d});
+      L.ffn1 = load_packed(p + "intermediate.dense.weight", ff, d);
       L.ffn1_bias = load(p + "intermediate.dense.bias", {ff});
-      L.ffn2_weight = load(p + "output.dense.weight", {d, ff});
+      L.ffn2 = load_packed(p + "output.dense.weight", d, ff);
       L.ffn2_bias = load(p + "output.dense.bias", {d});
       L.ln2_gamma = load(p + "output.LayerNorm.weight", {d});
       L.ln2_beta = load(p + "output.LayerNorm.bias", {d});

@@ -113,7 +113,8 @@ inline fs::path module_dir(const fs::path& dir, const nlohmann::json& module, co
   if (path == module.end() || path->is_null()) return dir;
   if (!path->is_string()) fail(file, "a module's \"path\" must be a string, got ", path->dump());
   const fs::path relative = path->get<std::string>();
-  if (relative.is_absolute() || relative.lexically_normal().string().starts_with("..")) {
+  const fs::path normal = relative.lexically_normal();
+  if (relative.is_absolute() || (!normal.empty() && *normal.begin() == "..")) {
     fail(file, "module path ", path->dump(), " is not inside the model directory");
   }
   return relative.empty() ? dir : dir / relative;

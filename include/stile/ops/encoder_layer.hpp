@@ -35,15 +35,15 @@ inline void encoder_layer(const BertLayerWeights& w, const BertConfig& c, float*
   const std::size_t tokens = seq_offsets.back();
   const std::size_t d = c.hidden, ff = c.intermediate;
   ws.reserve(tokens, d, ff);
-  gemm(tokens, x, d, DenseF32(w.qkv_weight.data(), 3 * d, d), ws.qkv.data(), 3 * d,
+  gemm(tokens, x, d, w.qkv.view, ws.qkv.data(), 3 * d,
        epilogue::Bias{.bias = w.qkv_bias.data()}, &pool);
   self_attention(ws.qkv.data(), 3 * d, seq_offsets, c.num_heads, c.head_dim(), ws.ctx.data(), d, pool);
-  gemm(tokens, ws.ctx.data(), d, DenseF32(w.attn_out_weight.data(), d, d), x, d,
+  gemm(tokens, ws.ctx.data(), d, w.attn_out.view, x, d,
        epilogue::BiasResidual{w.attn_out_bias.data(), x, d}, &pool);
   layer_norm_rows(x, tokens, d, d, w.ln1_gamma.data(), w.ln1_beta.data(), c.layer_norm_eps);
-  gemm(tokens, x, d, DenseF32(w.ffn1_weight.data(), ff, d), ws.ffn.data(), ff,
+  gemm(tokens, x, d, w.ffn1.view, ws.ffn.data(), ff,
        epilogue::BiasGelu{.bias = w.ffn1_bias.data()}, &pool);
-  gemm(tokens, ws.ffn.data(), ff, DenseF32(w.ffn2_weight.data(), d, ff), x, d,
+  gemm(tokens, ws.ffn.data(), ff, w.ffn2.view, x, d,
        epilogue::BiasResidual{w.ffn2_bias.data(), x, d}, &pool);
   layer_norm_rows(x, tokens, d, d, w.ln2_gamma.data(), w.ln2_beta.data(), c.layer_norm_eps);
 }
