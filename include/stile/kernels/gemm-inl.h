@@ -179,7 +179,21 @@ struct GemmDriver {
         const std::size_t kc = std::min(KC, K - pc);
         const bool accumulate = pc > 0 || residual_in_place;
         const bool finish = pc + kc == K;
+        // All rows fit one MC block (BERT's usual case: M is a few hundred tokens at most): each
+        // KC x NR panel is decoded right before its micro-kernels use it and stays in L1. With
+        // more rows, the whole KC x NC block is decoded once and reused by every MC block.
         if constexpr (!kInPlace) {
+          if (m1 - m0 <= MC) {
+            for (std::size_t jr = 0; jr < nc; jr += NR) {
+              const std::size_t nr = std::min(NR, nc - jr);
+              PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, nr, pc, kc, packed.data());
+              for (std::size_t ir = m0; ir < m1; ir += MR) {
+                Tile(g, ir, jc + jr, std::min(MR, m1 - ir), nr, pc, kc, packed.data(), accumulate,
+                     finish, residual);
+              }
+            }
+            continue;
+          }
           for (std::size_t jr = 0; jr < nc; jr += NR) {
             PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, std::min(NR, nc - jr), pc, kc,
                                                        packed.data() + jr * kc);
