@@ -14,3 +14,4 @@
 #include "stile/io/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/model/sentence_encoder.hpp"

@@ -278,6 +278,8 @@ class SentenceEncoder {
     if (settings.lowercase_text && !options.normalizer.lowercase) {
       // sentence-transformers lower-cases the text before a cased tokenizer; lower-casing in the
       // normalizer does the same, as long as accents are kept as the tokenizer would keep them.
+      // (One difference: a special token written in the text, "[SEP]", still matches here, where
+      // the reference would see "[sep]".)
       options.normalizer.strip_accents = options.normalizer.strip_accents.value_or(false);
       options.normalizer.lowercase = true;
     }
