@@ -30,12 +30,17 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Full unrolling of the register-tile loops (constant trip counts), so the accumulator arrays
 // below become plain registers. (Lambdas over index_sequence were not inlined by GCC 12.)
+// The k loop is unrolled by 4 (not fully): enough for the scheduler to overlap the loads of the
+// next k with the FMAs of this one, measured +1.5% on AVX2 at M = 128.
 #if defined(__clang__)
 #define STILE_UNROLL _Pragma("unroll")
+#define STILE_UNROLL4 _Pragma("unroll 4")
 #elif defined(__GNUC__)
 #define STILE_UNROLL _Pragma("GCC unroll 64")
+#define STILE_UNROLL4 _Pragma("GCC unroll 4")
 #else
 #define STILE_UNROLL
+#define STILE_UNROLL4
 #endif
 
 // Calls f(integral_constant<rows>) for a runtime rows in [1, kMax]: one instantiation per count.
@@ -77,6 +82,7 @@ HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::si
     for (std::size_t v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
   }
 
+  STILE_UNROLL4
   for (std::size_t k = 0; k < kc; ++k) {
     V bk[kVectors];
     STILE_UNROLL
