@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "stile/core/thread_pool.hpp"
@@ -40,4 +41,23 @@ TEST_CASE("thread pool rethrows a task's exception after joining", "[core]") {
   std::atomic<int> after{0};
   pool.run(10, [&](std::size_t, std::size_t) { after.fetch_add(1); });
   CHECK(after.load() == 10);
+}
+
+TEST_CASE("thread pool serves callers on several threads and nested calls", "[core]") {
+  stile::ThreadPool pool(2);
+  std::atomic<int> total{0};
+  auto job = [&] {
+    for (int round = 0; round < 100; ++round) {
+      pool.run(8, [&](std::size_t, std::size_t) {
+        // A nested call on the same pool runs in the calling task, in order.
+        std::atomic<int> inner{0};
+        pool.run(3, [&](std::size_t, std::size_t) { inner.fetch_add(1); });
+        total.fetch_add(inner.load());
+      });
+    }
+  };
+  std::thread other(job);
+  job();
+  other.join();
+  CHECK(total.load() == 2 * 100 * 8 * 3);
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -45,15 +46,21 @@ class ThreadPool {
   // Calls f(task, worker) for every task in [0, num_tasks); tasks are handed out dynamically.
   // Returns when every task has run: a worker that is descheduled (another program holds its
   // core) costs nothing, because the caller runs the tasks it does not claim and waits only for
-  // tasks in flight. Not reentrant: f must not call run() on the same pool. An exception thrown
-  // by f is rethrown here after all tasks have finished.
+  // tasks in flight. Callers on several threads take turns (a model shared by request threads
+  // shares the default pool); a task that calls run() on its own pool runs those tasks itself,
+  // in order. An exception thrown by f is rethrown here after all tasks have finished.
   template <class F>
   void run(std::size_t num_tasks, F&& f) {
     if (num_tasks == 0) return;
-    if (num_workers_ == 1 || num_tasks == 1) {
+    if (num_workers_ == 1 || num_tasks == 1 || running_pool() == this) {
       for (std::size_t t = 0; t < num_tasks; ++t) f(t, std::size_t{0});
       return;
     }
+    std::lock_guard<std::mutex> one_job_at_a_time(run_mutex_);
+    running_pool() = this;
+    struct Reset {
+      ~Reset() { running_pool() = nullptr; }
+    } reset;
     require(num_tasks <= kMaxTasks, "ThreadPool::run: too many tasks in one call");
     using Fn = std::remove_reference_t<F>;
     job_ctx_ = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
@@ -99,6 +106,12 @@ class ThreadPool {
     return (job << (2 * kTaskBits)) | (count << kTaskBits) | next;
   }
 
+  // The pool whose tasks this thread is running now (workers: their pool, for good).
+  static ThreadPool*& running_pool() noexcept {
+    static thread_local ThreadPool* pool = nullptr;
+    return pool;
+  }
+
   static void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -127,6 +140,7 @@ class ThreadPool {
   }
 
   void worker_loop(std::size_t worker) {
+    running_pool() = this;
     std::uint32_t seen = 0;
     for (;;) {
       std::uint32_t wake;
@@ -148,6 +162,7 @@ class ThreadPool {
 
   std::size_t num_workers_ = 1;
   std::vector<std::thread> threads_;
+  std::mutex run_mutex_;
   std::uint64_t job_ = 0;  // id of the latest job (caller only)
   // The job, published by the release store of ticket_.
   void* job_ctx_ = nullptr;

@@ -33,8 +33,8 @@
 // Batches are run without padding: the texts' tokens are concatenated and the encoder computes
 // only real tokens (BertModel::encode), so a batch costs what its tokens cost.
 //
-// Thread safety: a const SentenceEncoder may be used from many threads at once (the ThreadPool
-// passed in may not: it is not reentrant).
+// Thread safety: a const SentenceEncoder may be used from many threads at once; calls that share
+// a ThreadPool (by default the default pool) take turns on it.
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
