@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_timer.hpp"
+#include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
 
 namespace {
@@ -38,8 +39,7 @@ double gemm_peak_gflops(stile::ThreadPool& pool) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_dir = std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/stile/all-MiniLM-L6-v2";
-  if (const char* env = std::getenv("STILE_MODEL_DIR")) model_dir = env;
+  std::string model_dir = stile::default_model_dir().string();
   std::string peers_path, out_path;
   double batch_seconds = 0.05;
   for (int i = 1; i < argc; ++i) {

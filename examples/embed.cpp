@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/thread_pool.hpp"
+#include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
 
 namespace {
@@ -67,12 +68,6 @@ struct UsageError {
   std::string message;
 };
 
-std::filesystem::path default_model_dir() {
-  if (const char* env = std::getenv("STILE_MODEL_DIR"); env != nullptr && *env != '\0') return env;
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home != nullptr ? home : ".") / ".cache/stile/all-MiniLM-L6-v2";
-}
-
 // Appends stdin's lines (without "\n" or a "\r\n" ending) to sentences.
 void read_stdin_lines(std::vector<std::string>& sentences) {
   for (std::string line; std::getline(std::cin, line);) {
@@ -95,7 +90,7 @@ std::size_t parse_threads(std::string_view text) {
 // Returns nothing when --help was asked for.
 std::optional<Options> parse_args(int argc, char** argv) {
   Options options;
-  options.model_dir = default_model_dir();
+  options.model_dir = stile::default_model_dir();
   bool read_stdin = false;
   bool only_sentences = false;
   std::vector<std::string_view> args(argv + 1, argv + argc);

@@ -15,3 +15,4 @@
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/sentence_encoder.hpp"
+#include "stile/io/model_cache.hpp"
