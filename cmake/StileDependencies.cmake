@@ -1,6 +1,6 @@
 # Finds what stile's headers need, for stile's own build and for hosts (installed with the
 # package config). All of it comes from Debian bookworm packages: libhwy-dev (Highway 1.0.3),
-# libxsimd-dev (xsimd 8.1).
+# libxsimd-dev (xsimd 8.1), nlohmann-json3-dev, libutf8proc-dev, libxxhash-dev (xxHash 0.8).
 include_guard(GLOBAL)
 include(CMakeFindDependencyMacro)
 
@@ -11,6 +11,7 @@ macro(stile_find_dependencies)
   stile_fix_xsimd()
   find_package(nlohmann_json 3.11 CONFIG REQUIRED)
   stile_find_utf8proc()
+  stile_find_xxhash()
 endmacro()
 
 # Debian's utf8proc ships no CMake package. find_path/find_library (not pkg-config) honour the
@@ -26,6 +27,19 @@ function(stile_find_utf8proc)
   set_target_properties(stile::utf8proc PROPERTIES
     IMPORTED_LOCATION "${STILE_UTF8PROC_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${STILE_UTF8PROC_INCLUDE_DIR}")
+endfunction()
+
+# xxHash (the shard store's checksums) is used header-only (XXH_INLINE_ALL), so only its header
+# is needed: an interface target that adds its directory, nothing to link. Debian's libxxhash-dev
+# puts xxhash.h in /usr/include, which the aarch64 cross build also searches (include mode BOTH).
+function(stile_find_xxhash)
+  if(TARGET stile::xxhash)
+    return()
+  endif()
+  find_path(STILE_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+  add_library(stile::xxhash INTERFACE IMPORTED GLOBAL)
+  set_target_properties(stile::xxhash PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${STILE_XXHASH_INCLUDE_DIR}")
 endfunction()
 
 # Debian's xsimd 8.1 exports INTERFACE_LINK_LIBRARIES "xtl", but xsimd does not need xtl (it is

@@ -10,6 +10,7 @@
 #include "stile/kernels/rowwise.hpp"
 
 TEST_CASE("softmax_rows and layer_norm_rows match double references on every target", "[rowwise]") {
+  CHECK_THROWS(stile::softmax_rows(nullptr, 0, 1, 1, 0.0f));
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 4.0f);
   for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
@@ -25,8 +26,10 @@ TEST_CASE("softmax_rows and layer_norm_rows match double references on every tar
         beta[i] = 0.1f * float(i % 7);
       }
 
+      // softmax(scale * x): attention's 1/sqrt(head_dim) on odd row lengths, 1 on even ones.
+      const double scale = cols % 2 ? 0.17677669529 : 1.0;
       std::vector<float> s = x;
-      stile::softmax_rows(s.data(), rows, cols, ld);
+      stile::softmax_rows(s.data(), rows, cols, ld, static_cast<float>(scale));
       std::vector<float> l = x;
       stile::layer_norm_rows(l.data(), rows, cols, ld, gamma.data(), beta.data(), 1e-12f);
       double worst_softmax = 0, worst_ln = 0;
@@ -34,13 +37,13 @@ TEST_CASE("softmax_rows and layer_norm_rows match double references on every tar
         const float* in = x.data() + r * ld;
         double mx = -1e30, sum = 0, mean = 0, var = 0;
         for (std::size_t i = 0; i < cols; ++i) mx = std::max(mx, double(in[i]));
-        for (std::size_t i = 0; i < cols; ++i) sum += std::exp(double(in[i]) - mx);
+        for (std::size_t i = 0; i < cols; ++i) sum += std::exp(scale * (double(in[i]) - mx));
         for (std::size_t i = 0; i < cols; ++i) mean += in[i];
         mean /= double(cols);
         for (std::size_t i = 0; i < cols; ++i) var += (in[i] - mean) * (in[i] - mean);
         var /= double(cols);
         for (std::size_t i = 0; i < cols; ++i) {
-          const double p = std::exp(double(in[i]) - mx) / sum;
+          const double p = std::exp(scale * (double(in[i]) - mx)) / sum;
           worst_softmax = std::max(worst_softmax, std::abs(s[r * ld + i] - p) / std::max(p, 1e-30) * (p > 1e-30));
           const double y = (in[i] - mean) / std::sqrt(var + 1e-12) * gamma[i] + beta[i];
           worst_ln = std::max(worst_ln, std::abs(l[r * ld + i] - y));

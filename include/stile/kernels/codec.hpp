@@ -12,6 +12,12 @@
 // `out` is 64-byte aligned; n0 + nr <= rows(), k0 + kc <= cols(); it must read nothing outside.
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "stile/core/error.hpp"
+#include "stile/quant/packed_layout.hpp"
 
 namespace stile {
 
@@ -63,5 +69,71 @@ struct DenseF32Transposed {
   std::size_t rows() const noexcept { return n_rows; }
   std::size_t cols() const noexcept { return n_cols; }
 };
+
+// A quantized matrix in the group-slab layout of quant/packed_layout.hpp: `bits` in 2..6 (k-bit
+// indices into `centroids`, 2^bits floats, with outliers patched in exactly), or 32 (fp32
+// slabs; centroids and outliers unused). Decoded panel by panel inside the GEMM.
+struct DictMatrix {
+  const std::uint8_t* packed = nullptr;         // quant::packed_bytes(rows, cols, bits) bytes
+  const float* centroids = nullptr;             // 2^bits entries
+  const std::uint32_t* outlier_keys = nullptr;  // ascending quant::outlier_key()s
+  const float* outlier_values = nullptr;        // the exact weights at those keys
+  std::size_t n_outliers = 0;
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+  unsigned bits = 32;
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
+// Checks what a decoder relies on (gemm() calls it before any panel is decoded): a supported
+// bitwidth and the arrays present. O(1), and no message is built unless it fails; the layout of
+// the bytes themselves is the store's job.
+inline void validate_weights(const DictMatrix& m) {
+  if (!quant::is_supported_bits(m.bits)) quant::require_supported_bits(m.bits);
+  require(m.packed != nullptr || m.n_rows == 0 || m.n_cols == 0, "quantized weights: no packed bytes");
+  require(m.bits == 32 || m.centroids != nullptr, "quantized weights: no centroids");
+  require(m.n_outliers == 0 || (m.outlier_keys != nullptr && m.outlier_values != nullptr),
+          "quantized weights: outliers without keys or values");
+}
+
+// How the dictionary decoder (dict-inl.h) turns indices into centroids: kAuto is what the GEMM
+// uses (per target and bitwidth, as measured); the others force one way, for benchmarks.
+enum class DictLookup : std::uint8_t { kAuto, kTree, kGather };
+
+// A weight matrix made of DictMatrix blocks, each at its own bitwidth, stacked along the output
+// rows (blocks of equal cols: Q/K/V and FFN1 slices of the chosen shards) or along the input
+// columns (blocks of equal rows: the attention-output and FFN2 slices). This is how one GEMM
+// runs over a layer assembled from shards of mixed bitwidths.
+struct StackedDict {
+  enum class Axis : std::uint8_t { kRows, kCols };
+  std::span<const DictMatrix> blocks;
+  Axis axis = Axis::kRows;
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
+// Each block valid, the blocks adding up to the stack's shape (O(blocks)).
+inline void validate_weights(const StackedDict& s) {
+  require(!s.blocks.empty(), "stacked weights: no blocks");
+  const bool by_rows = s.axis == StackedDict::Axis::kRows;
+  const std::size_t across = by_rows ? s.n_cols : s.n_rows;  // what every block shares
+  std::size_t along = 0;
+  for (const DictMatrix& b : s.blocks) {
+    validate_weights(b);
+    if ((by_rows ? b.n_cols : b.n_rows) != across) {
+      throw Error(std::string("stile: stacked weights: a block has ") + (by_rows ? "cols " : "rows ") +
+                  std::to_string(by_rows ? b.n_cols : b.n_rows) + ", the stack " + std::to_string(across));
+    }
+    along += by_rows ? b.n_rows : b.n_cols;
+  }
+  if (along != (by_rows ? s.n_rows : s.n_cols)) {
+    throw Error("stile: stacked weights: the blocks add up to " + std::to_string(along) +
+                (by_rows ? " rows" : " cols") + ", the stack has " +
+                std::to_string(by_rows ? s.n_rows : s.n_cols));
+  }
+}
 
 }  // namespace stile

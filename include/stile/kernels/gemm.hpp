@@ -114,6 +114,7 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
               "gemm: the residual overlaps C without being C");
     }
   }
+  if constexpr (requires { validate_weights(W); }) validate_weights(W);  // codecs that check their fields
   if constexpr (std::is_same_v<Weights, PackedF32>) {
     require(W.nr == gemm_panel_width<Tiles>(),
             "gemm: weights packed for panel width " + std::to_string(W.nr) +

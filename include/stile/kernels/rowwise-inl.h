@@ -97,10 +97,12 @@ HWY_INLINE V ExpNonPositive(D d, V x) {
   return hn::Mul(p, hn::BitCast(d, bits));
 }
 
-// x = exp(x - max) / sum(exp(x - max)) per row, in place.
+// x = softmax(scale * x) = exp(scale (x - max)) / sum(exp(scale (x - max))) per row, in place
+// (scale > 0, so the row max of x is the max of scale * x).
 HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols,
-                            std::size_t ld) {
+                            std::size_t ld, float scale) {
   const hn::ScalableTag<float> d;
+  const auto vscale = hn::Set(d, scale);
   const std::size_t L = hn::Lanes(d);
   const std::size_t full = cols / L * L, tail = cols - full;
   const float lowest = -std::numeric_limits<float>::infinity();
@@ -112,14 +114,14 @@ HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t
     const auto m = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, vmax)));
     auto sum = hn::Zero(d);
     for (std::size_t i = 0; i < full; i += L) {
-      const auto e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, row + i), m));
+      const auto e = ExpNonPositive(d, hn::Mul(hn::Sub(hn::LoadU(d, row + i), m), vscale));
       sum = hn::Add(sum, e);
       hn::StoreU(e, d, row + i);
     }
     hn::Vec<decltype(d)> e_tail = hn::Zero(d);
     if (tail) {
       // Padding lanes hold the row max, so exp() stays finite; they are masked out of the sum.
-      e_tail = ExpNonPositive(d, hn::Sub(LoadTail(d, row + full, tail, hn::GetLane(m)), m));
+      e_tail = ExpNonPositive(d, hn::Mul(hn::Sub(LoadTail(d, row + full, tail, hn::GetLane(m)), m), vscale));
       HWY_ALIGN float buf[hn::MaxLanes(d)];
       hn::Store(e_tail, d, buf);
       for (std::size_t i = tail; i < L; ++i) buf[i] = 0.0f;

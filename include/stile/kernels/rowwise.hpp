@@ -14,7 +14,7 @@ struct LayerNormDispatch {
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(LayerNormRows);
 };
 struct SoftmaxDispatch {
-  using Fn = void (*)(float*, std::size_t, std::size_t, std::size_t);
+  using Fn = void (*)(float*, std::size_t, std::size_t, std::size_t, float);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(SoftmaxRows);
 };
 }  // namespace detail
@@ -26,10 +26,12 @@ inline void layer_norm_rows(float* x, std::size_t rows, std::size_t cols, std::s
   choose_target(detail::LayerNormDispatch::kTable)(x, rows, cols, ld, gamma, beta, eps);
 }
 
-// x = softmax(x) along each row.
-inline void softmax_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld) {
+// x = softmax(scale * x) along each row (scale > 0: attention's 1/sqrt(head_dim), when Q is not
+// pre-scaled).
+inline void softmax_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale = 1.0f) {
   require(cols > 0 && ld >= cols, "softmax_rows: need 0 < cols <= ld");
-  choose_target(detail::SoftmaxDispatch::kTable)(x, rows, cols, ld);
+  require(scale > 0.0f, "softmax_rows: scale must be positive");
+  choose_target(detail::SoftmaxDispatch::kTable)(x, rows, cols, ld, scale);
 }
 
 }  // namespace stile

@@ -2,6 +2,7 @@
 // The fp32 BERT encoder: token ids in, last hidden states out, for a batch of sequences of
 // different lengths packed back to back, so no work is spent on padding. Pooling helpers turn
 // hidden states into sentence embeddings (mean or CLS, then optional L2 normalization).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "stile/io/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_weights.hpp"
+#include "stile/model/embeddings.hpp"
 #include "stile/ops/encoder_layer.hpp"
 
 namespace stile {
@@ -53,50 +55,24 @@ class BertModel {
                     c.layer_norm_eps);
     EncoderWorkspace ws;
     for (const BertLayerWeights& layer : w_.layers) {
-      encoder_layer(layer, c, hidden.data(), offsets, ws, threads);
+      encoder_layer(layer.view(c), c, hidden.data(), offsets, ws, threads);
     }
     return lengths;
   }
 
  private:
   std::size_t real_length(const Encoding& e, std::size_t index) const {
-    const std::size_t n = e.input_ids.size();
-    const std::string which = "encode: sequence " + std::to_string(index);
-    require(e.token_type_ids.empty() || e.token_type_ids.size() == n,
-            which + ": token_type_ids and input_ids differ in length");
-    require(e.attention_mask.empty() || e.attention_mask.size() == n,
-            which + ": attention_mask and input_ids differ in length");
-    std::size_t len = n;
-    if (!e.attention_mask.empty()) {
-      len = 0;
-      while (len < n && e.attention_mask[len] == 1) ++len;
-      for (std::size_t t = len; t < n; ++t) {
-        require(e.attention_mask[t] == 0, which + ": attention_mask must be 1...1 0...0");
-      }
-    }
-    require(len <= w_.config.max_position_embeddings,
-            which + " has " + std::to_string(len) + " tokens, more than the model's " +
-                std::to_string(w_.config.max_position_embeddings) + " positions");
-    return len;
+    return checked_sequence_length(e, index, w_.config.max_position_embeddings);
   }
 
-  // out[t] = word[id] + position[t] + token_type[type], before the embedding LayerNorm.
   void embed(const Encoding& e, std::size_t len, float* out) const {
     const BertConfig& c = w_.config;
-    const std::size_t d = c.hidden;
+    check_token_ids(e, len, c);
     for (std::size_t t = 0; t < len; ++t) {
-      const std::int32_t id = e.input_ids[t];
-      const std::int32_t type = e.token_type_ids.empty() ? 0 : e.token_type_ids[t];
-      require(id >= 0 && static_cast<std::size_t>(id) < c.vocab_size,
-              "encode: token id " + std::to_string(id) + " is outside the vocabulary");
-      require(type >= 0 && static_cast<std::size_t>(type) < c.type_vocab_size,
-              "encode: token type " + std::to_string(type) + " is outside the model's types");
-      const float* word = w_.word_embeddings.data() + static_cast<std::size_t>(id) * d;
-      const float* pos = w_.position_embeddings.data() + t * d;
-      const float* tt = w_.token_type_embeddings.data() + static_cast<std::size_t>(type) * d;
-      float* row = out + t * d;
-      for (std::size_t i = 0; i < d; ++i) row[i] = word[i] + pos[i] + tt[i];
+      std::copy_n(w_.word_embeddings.data() + static_cast<std::size_t>(e.input_ids[t]) * c.hidden, c.hidden,
+                  out + t * c.hidden);
     }
+    add_position_and_type(e, len, c, w_.position_embeddings.data(), w_.token_type_embeddings.data(), out);
   }
 
   BertWeights w_;

@@ -1,7 +1,7 @@
 #pragma once
 // The fp32 weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and
 // checked against its config. Transformed once at load, never per request:
-//   * Q, K and V of a layer are stacked into one [3d x d] weight, so one GEMM makes all three;
+//   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;
 //   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
 //   * every GEMM weight is packed into the GEMM's panel layout for the CPU's SIMD target
 //     (PackedF32), so no request transposes a weight.
@@ -18,18 +18,38 @@
 #include "stile/io/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/ops/layer_view.hpp"
 
 namespace stile {
 
 struct BertLayerWeights {
-  PackedWeights qkv;            // [3d x d]: Q (pre-scaled), K, V
-  std::vector<float> qkv_bias;  // [3d]
+  PackedWeights q;              // [d x d], pre-scaled
+  PackedWeights kv;             // [2d x d]: K, then V
+  std::vector<float> qkv_bias;  // [3d]: Q (pre-scaled), K, V
   PackedWeights attn_out;       // [d x d]
   std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]
   PackedWeights ffn1;           // [d_ff x d]
   std::vector<float> ffn1_bias;  // [d_ff]
   PackedWeights ffn2;           // [d x d_ff]
   std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;  // [d]
+
+  // The view the layer operators read (all heads; Q pre-scaled, so attention's scale is 1).
+  LayerView<PackedF32> view(const BertConfig& c) const {
+    LayerView<PackedF32> v{q.view, kv.view, attn_out.view, ffn1.view, ffn2.view};
+    v.q_bias = qkv_bias.data();
+    v.kv_bias = qkv_bias.data() + c.hidden;
+    v.attn_out_bias = attn_out_bias.data();
+    v.ln1_gamma = ln1_gamma.data();
+    v.ln1_beta = ln1_beta.data();
+    v.ffn_in_bias = ffn1_bias.data();
+    v.ffn_out_bias = ffn2_bias.data();
+    v.ln2_gamma = ln2_gamma.data();
+    v.ln2_beta = ln2_beta.data();
+    v.heads = c.num_heads;
+    v.head_dim = c.head_dim();
+    v.attn_scale = 1.0f;
+    return v;
+  }
 };
 
 struct BertWeights {
@@ -94,7 +114,8 @@ struct BertWeights {
         qkv_weight.insert(qkv_weight.end(), wt.begin(), wt.end());
         L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
       }
-      L.qkv = pack_weights(DenseF32(qkv_weight.data(), 3 * d, d));
+      L.q = pack_weights(DenseF32(qkv_weight.data(), d, d));
+      L.kv = pack_weights(DenseF32(qkv_weight.data() + d * d, 2 * d, d));
       L.attn_out = load_packed(p + "attention.output.dense.weight", d, d);
       L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
       L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});

@@ -1,7 +1,7 @@
 #pragma once
 // Multi-head self-attention over a batch of sequences packed back to back (no padding rows):
-// for each (sequence, head), scores = Q_h K_h^T (Q pre-scaled by 1/sqrt(head_dim) at load),
-// P = softmax(scores), ctx_h = P V_h. Q, K and V are read in place from the fused QKV
+// for each (sequence, head), scores = Q_h K_h^T, P = softmax(scale * scores), ctx_h = P V_h, with
+// scale = 1/sqrt(head_dim) or 1 when Q was pre-scaled at load (the fp32 model does that). Q, K and V are read in place from the fused QKV
 // activations through the GEMM's strides and codecs, and ctx_h is written in place into its
 // columns of ctx: no head split or merge copies.
 #include <cstddef>
@@ -19,7 +19,7 @@ namespace stile {
 // ctx: [tokens x d], row stride ld_ctx.
 inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const std::size_t> seq_offsets,
                            std::size_t num_heads, std::size_t head_dim, float* ctx,
-                           std::size_t ld_ctx, ThreadPool& pool) {
+                           std::size_t ld_ctx, ThreadPool& pool, float scale = 1.0f) {
   const std::size_t d = num_heads * head_dim;
   const std::size_t num_seqs = seq_offsets.size() - 1;
   // One task per (sequence, head); each runs its small GEMMs on its own thread.
@@ -34,7 +34,7 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     const float* v = q + 2 * d;
     ThreadPool& serial = single_thread_pool();
     gemm(s, q, ld_qkv, DenseF32(k, s, head_dim, ld_qkv), scores.data(), s, epilogue::None{}, &serial);
-    softmax_rows(scores.data(), s, s, s);
+    softmax_rows(scores.data(), s, s, s, scale);
     gemm(s, scores.data(), s, DenseF32Transposed(v, head_dim, s, ld_qkv),
          ctx + begin * ld_ctx + h * head_dim, ld_ctx, epilogue::None{}, &serial);
   });

@@ -1,51 +1,58 @@
 #pragma once
-// One BERT encoder layer (post-LayerNorm, as BERT), in place over packed token rows:
+// One BERT encoder layer (post-LayerNorm, as BERT), untiled, in place over packed token rows:
 //   x = LN1(x + Attention(x) W_o^T + b_o)
 //   x = LN2(x + GELU(x W_1^T + b_1) W_2^T + b_2)
-// Every bias, GELU and residual add is fused into the GEMM that produces it.
+// Every bias, GELU and residual add is fused into the GEMM that produces it. All activations of
+// the layer are held at once ([s x 3d'], [s x d'], [s x d_ff'] and an [s x s] score buffer per
+// thread); ops/tiled_layer.hpp is the memory-frugal variant of the same layer.
 #include <cstddef>
 #include <span>
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/io/bert_config.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/rowwise.hpp"
-#include "stile/model/bert_weights.hpp"
 #include "stile/ops/attention.hpp"
+#include "stile/ops/layer_view.hpp"
 
 namespace stile {
 
 // Scratch activations of one layer, reused by every layer of a request.
 struct EncoderWorkspace {
-  AlignedBuffer<float> qkv;  // [tokens x 3d]
-  AlignedBuffer<float> ctx;  // [tokens x d]
-  AlignedBuffer<float> ffn;  // [tokens x d_ff]
+  AlignedBuffer<float> qkv;  // [tokens x 3d']
+  AlignedBuffer<float> ctx;  // [tokens x d']
+  AlignedBuffer<float> ffn;  // [tokens x d_ff']
 
-  void reserve(std::size_t tokens, std::size_t d, std::size_t d_ff) {
-    qkv.resize(tokens * 3 * d);
-    ctx.resize(tokens * d);
-    ffn.resize(tokens * d_ff);
+  void reserve(std::size_t tokens, std::size_t attn_width, std::size_t ffn_width) {
+    qkv.resize(tokens * 3 * attn_width);
+    ctx.resize(tokens * attn_width);
+    ffn.resize(tokens * ffn_width);
   }
 };
 
+// Bytes the untiled layer holds at its peak: its workspace and one [s x s] score buffer per
+// thread (attention.hpp).
+inline std::size_t untiled_layer_peak_bytes(const LayerMemoryShape& m) {
+  return sizeof(float) * (m.tokens * (3 * m.attn_width + m.attn_width + m.ffn_width) + m.threads * m.longest * m.longest);
+}
+
 // x: [tokens x d], the packed rows of all sequences; seq_offsets: n + 1 row offsets.
-inline void encoder_layer(const BertLayerWeights& w, const BertConfig& c, float* x,
-                          std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws,
-                          ThreadPool& pool) {
+template <class W>
+void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets,
+                   EncoderWorkspace& ws, ThreadPool& pool) {
   const std::size_t tokens = seq_offsets.back();
-  const std::size_t d = c.hidden, ff = c.intermediate;
-  ws.reserve(tokens, d, ff);
-  gemm(tokens, x, d, w.qkv.view, ws.qkv.data(), 3 * d,
-       epilogue::Bias{.bias = w.qkv_bias.data()}, &pool);
-  self_attention(ws.qkv.data(), 3 * d, seq_offsets, c.num_heads, c.head_dim(), ws.ctx.data(), d, pool);
-  gemm(tokens, ws.ctx.data(), d, w.attn_out.view, x, d,
-       epilogue::BiasResidual{w.attn_out_bias.data(), x, d}, &pool);
-  layer_norm_rows(x, tokens, d, d, w.ln1_gamma.data(), w.ln1_beta.data(), c.layer_norm_eps);
-  gemm(tokens, x, d, w.ffn1.view, ws.ffn.data(), ff,
-       epilogue::BiasGelu{.bias = w.ffn1_bias.data()}, &pool);
-  gemm(tokens, ws.ffn.data(), ff, w.ffn2.view, x, d,
-       epilogue::BiasResidual{w.ffn2_bias.data(), x, d}, &pool);
-  layer_norm_rows(x, tokens, d, d, w.ln2_gamma.data(), w.ln2_beta.data(), c.layer_norm_eps);
+  const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width();
+  ws.reserve(tokens, da, ff);
+  // Q, K, V side by side in one [tokens x 3d'] buffer, as attention reads them.
+  gemm(tokens, x, d, w.q, ws.qkv.data(), 3 * da, epilogue::Bias{.bias = w.q_bias}, &pool);
+  gemm(tokens, x, d, w.kv, ws.qkv.data() + da, 3 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
+  self_attention(ws.qkv.data(), 3 * da, seq_offsets, w.heads, w.head_dim, ws.ctx.data(), da, pool, w.attn_scale);
+  gemm(tokens, ws.ctx.data(), da, w.attn_out, x, d, epilogue::BiasResidual{w.attn_out_bias, x, d}, &pool);
+  layer_norm_rows(x, tokens, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
+  gemm(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
+  gemm(tokens, ws.ffn.data(), ff, w.ffn_out, x, d, epilogue::BiasResidual{w.ffn_out_bias, x, d}, &pool);
+  layer_norm_rows(x, tokens, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
 }
 
 }  // namespace stile

@@ -1,0 +1,277 @@
+// The dictionary codec in the GEMM (kernels/dict-inl.h), single thread:
+//   (a) panel decode throughput per bitwidth and lookup strategy, beside memcpy and the read of
+//       fp32 packed weights;
+//   (b) the fused dequant-GEMM (DictMatrix) against the fp32 GEMM on PackedF32 weights (what the
+//       encoder runs today), BERT-base and MiniLM layer shapes, M = 32 and 128 tokens;
+//   (c) fused against decode-then-GEMM (decode_to_packed, then the PackedF32 GEMM).
+// The weights are made on the spot: Gaussian random, quantized with stile's own quantizer.
+//
+//   bench_dequant [--quick] [--target NAME] [--part a|b|c]
+//     NAME: a Highway target this CPU has (e.g. SSE4), to compare the lookups on it.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "bench_timer.hpp"
+#include "stile/kernels/dict.hpp"
+#include "stile/kernels/gemm.hpp"
+#include "stile/quant/dictionary.hpp"
+#include "stile/quant/packed_layout.hpp"
+
+namespace {
+
+constexpr unsigned kBits[] = {2, 3, 4, 5, 6};
+constexpr double kSigma = 0.04;  // about the spread of BERT's linear weights
+
+// A quantized matrix and the storage its DictMatrix view points into.
+struct Quantized {
+  std::vector<std::uint8_t> packed;
+  std::vector<float> centroids;
+  stile::quant::QuantizedIndices q;
+  stile::DictMatrix view;
+};
+
+Quantized quantize(const std::vector<float>& w, std::size_t rows, std::size_t cols, unsigned bits) {
+  namespace quant = stile::quant;
+  Quantized out;
+  const std::span<const float> all(w);
+  const quant::GaussianFit fit = quant::fit_gaussian(std::span<const std::span<const float>>(&all, 1));
+  const quant::OutlierBounds bounds = quant::outlier_bounds(fit, quant::QuantizerOptions{}.outlier_log_likelihood);
+  out.packed.resize(quant::packed_bytes(rows, cols, bits));
+  if (bits == 32) {
+    std::vector<float> slabs(out.packed.size() / sizeof(float));
+    quant::pack_f32(rows, cols, w.data(), slabs.data());
+    std::memcpy(out.packed.data(), slabs.data(), out.packed.size());
+  } else {
+    std::vector<float> inliers;
+    for (float x : w) {
+      if (!bounds.is_outlier(x)) inliers.push_back(x);
+    }
+    quant::QuantizerOptions opt;
+    opt.refine = false;  // the dictionary's quality does not change the decode's speed
+    out.centroids = quant::fit_dictionary(std::move(inliers), bits, opt).centroids;
+    out.q = quant::index_matrix(w.data(), rows, cols, out.centroids, bounds);
+    quant::pack_indices(rows, cols, bits, out.q.indices.data(), out.packed.data());
+  }
+  stile::DictMatrix& v = out.view;
+  v.packed = out.packed.data();
+  v.centroids = out.centroids.data();
+  v.outlier_keys = out.q.outlier_keys.data();
+  v.outlier_values = out.q.outlier_values.data();
+  v.n_outliers = out.q.outlier_keys.size();
+  v.n_rows = rows;
+  v.n_cols = cols;
+  v.bits = bits;
+  return out;
+}
+
+std::vector<float> gaussian(std::size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, static_cast<float>(kSigma));
+  std::vector<float> w(n);
+  for (float& x : w) x = dist(rng);
+  return w;
+}
+
+// Forces the Highway target named `name` (for comparing lookups on narrower targets).
+bool force_target(const std::string& name) {
+  for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (name == hwy::TargetName(t)) {
+      hwy::SetSupportedTargetsForTest(t);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string parts = "abc";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--target" && i + 1 < argc) {
+      if (!force_target(argv[++i])) {
+        fmt::print(stderr, "target {} is not supported here or not compiled\n", argv[i]);
+        return 1;
+      }
+    } else if (arg == "--part" && i + 1 < argc) {
+      parts = argv[++i];
+    } else {
+      fmt::print(stderr, "usage: bench_dequant [--quick] [--target NAME] [--part a|b|c]\n");
+      return 1;
+    }
+  }
+  const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
+  stile::ThreadPool pool(1);
+  std::mt19937 rng(42);
+
+  fmt::print("machine: {}\nstile target: {} (panel width NR = {})\n", stile::bench::machine_description(),
+             stile::active_target_name(), stile::gemm_panel_width());
+  fmt::print("weights: made on the spot, Gaussian random N(0, {}^2), quantized by stile::quant (equal-population\n"
+             "dictionary without refinement, outliers at log-likelihood < -4); single thread\n",
+             kSigma);
+  fmt::print("times: best of {} alternating rounds, each the median of {} batches\n\n", rounds, batches);
+
+  // (a) Decode throughput: all KC x NR panels of a 3072 x 768 matrix, in GEMM order, into one
+  // L1-resident panel buffer.
+  if (parts.find('a') != std::string::npos) {
+    const std::size_t N = 3072, K = 768;
+    const double out_bytes = double(N) * double(K) * sizeof(float);
+    const std::vector<float> w = gaussian(N * K, rng);
+    fmt::print("(a) panel decode, {} x {}: GB/s of fp32 written into the L1 panel buffer (what the GEMM reads)\n", N, K);
+    fmt::print("{:>9} {:>10} | {:>8} {:>8} {:>8}   (auto: what the GEMM uses)\n", "bits", "outliers", "tree", "gather", "auto");
+    std::vector<Quantized> qs;
+    for (const unsigned bits : kBits) qs.push_back(quantize(w, N, K, bits));
+    qs.push_back(quantize(w, N, K, 32));
+    for (const Quantized& q : qs) {
+      double t[3] = {1e30, 1e30, 1e30};
+      const stile::DictLookup lookups[3] = {stile::DictLookup::kTree, stile::DictLookup::kGather, stile::DictLookup::kAuto};
+      for (int r = 0; r < rounds; ++r) {
+        for (int i = 0; i < 3; ++i) {
+          t[i] = std::min(t[i], stile::bench::median_seconds(
+                                    [&] { stile::detail::decode_panels_in_gemm_order(q.view, lookups[i]); }, batches));
+        }
+      }
+      const bool fp32 = q.view.bits == 32;
+      fmt::print("{:>9} {:>9.3f}% | {:>8.1f} {:>8.1f} {:>8.1f}\n", q.view.bits,
+                 100.0 * double(q.view.n_outliers) / double(N * K), out_bytes / t[0] * 1e-9,
+                 fp32 ? 0.0 : out_bytes / t[1] * 1e-9, out_bytes / t[2] * 1e-9);
+    }
+    // Beside it: memcpy of the same fp32 bytes, and a read of them as PackedF32 (xor of the bits:
+    // the GEMM on PackedF32 streams its panels from memory once per call, like this).
+    std::vector<float> src(N * K, 1.0f), dst(N * K);
+    double t_copy = 1e30, t_read = 1e30;
+    std::uint32_t sink = 0;
+    for (int r = 0; r < rounds; ++r) {
+      t_copy = std::min(t_copy, stile::bench::median_seconds(
+                                    [&] { std::memcpy(dst.data(), src.data(), src.size() * sizeof(float)); }, batches));
+      t_read = std::min(t_read, stile::bench::median_seconds(
+                                    [&] {
+                                      std::uint32_t x = 0;
+                                      const auto* u = reinterpret_cast<const std::uint32_t*>(dst.data());
+                                      for (std::size_t i = 0; i < dst.size(); ++i) x ^= u[i];
+                                      sink ^= x;
+                                    },
+                                    batches));
+    }
+    fmt::print("{:>9}   memcpy of the fp32 matrix: {:.1f} GB/s written; PackedF32 read: {:.1f} GB/s{}\n\n", "fp32",
+               out_bytes / t_copy * 1e-9, out_bytes / t_read * 1e-9, sink == 12345 ? " " : "");
+  }
+
+  struct Shape {
+    const char* model;
+    std::size_t N, K;
+  };
+  const Shape shapes[] = {{"MiniLM", 1152, 384}, {"MiniLM", 384, 384},  {"MiniLM", 1536, 384},
+                          {"MiniLM", 384, 1536}, {"BERT", 2304, 768},   {"BERT", 768, 768},
+                          {"BERT", 3072, 768},   {"BERT", 768, 3072}};
+  const std::size_t ms[] = {32, 128};
+
+  // The layers of (b) and (c): fp32 packed, and quantized at every bitwidth.
+  struct Layer {
+    Shape s;
+    stile::PackedWeights packed;
+    std::vector<Quantized> q;
+    std::vector<float> A[2];
+    std::vector<float> C[2];
+  };
+  std::vector<Layer> layers;
+  if (parts.find_first_of("bc") != std::string::npos) {
+    for (const Shape& s : shapes) {
+      Layer& l = layers.emplace_back();
+      l.s = s;
+      const std::vector<float> w = gaussian(s.N * s.K, rng);
+      l.packed = stile::pack_weights(stile::DenseF32(w.data(), s.N, s.K));
+      for (const unsigned bits : kBits) l.q.push_back(quantize(w, s.N, s.K, bits));
+      for (std::size_t mi = 0; mi < 2; ++mi) {
+        l.A[mi] = gaussian(ms[mi] * s.K, rng);
+        l.C[mi].resize(ms[mi] * s.N);
+      }
+    }
+  }
+  const auto gemm_time = [&](Layer& l, std::size_t mi, const auto& w) {
+    return stile::bench::median_seconds(
+        [&] { stile::gemm(ms[mi], l.A[mi].data(), l.s.K, w, l.C[mi].data(), l.s.N, stile::epilogue::None{}, &pool); },
+        batches);
+  };
+
+  // (b) Fused dequant-GEMM against the fp32 GEMM on PackedF32.
+  if (parts.find('b') != std::string::npos) {
+    fmt::print("(b) fused dequant-GEMM (DictMatrix) vs fp32 GEMM on PackedF32: microseconds, and ratio dict / fp32\n");
+    fmt::print("{:>6} {:>5} {:>5} {:>4} | {:>8} |", "model", "N", "K", "M", "fp32");
+    for (const unsigned bits : kBits) fmt::print(" {:>8} {:>5}", fmt::format("k={}", bits), "ratio");
+    fmt::print("\n");
+    double worst[5] = {}, sum_log[5] = {};
+    int count = 0;
+    for (Layer& l : layers) {
+      for (std::size_t mi = 0; mi < 2; ++mi) {
+        double t_fp32 = 1e30, t_dict[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+        for (int r = 0; r < rounds; ++r) {
+          t_fp32 = std::min(t_fp32, gemm_time(l, mi, l.packed.view));
+          for (std::size_t b = 0; b < 5; ++b) t_dict[b] = std::min(t_dict[b], gemm_time(l, mi, l.q[b].view));
+        }
+        fmt::print("{:>6} {:>5} {:>5} {:>4} | {:>8.1f} |", l.s.model, l.s.N, l.s.K, ms[mi], t_fp32 * 1e6);
+        for (std::size_t b = 0; b < 5; ++b) {
+          const double ratio = t_dict[b] / t_fp32;
+          worst[b] = std::max(worst[b], ratio);
+          sum_log[b] += std::log(ratio);
+          fmt::print(" {:>8.1f} {:>5.2f}", t_dict[b] * 1e6, ratio);
+        }
+        ++count;
+        fmt::print("\n");
+      }
+    }
+    fmt::print("{:>30} |", "ratio: geometric mean");
+    for (std::size_t b = 0; b < 5; ++b) fmt::print(" {:>8} {:>5.2f}", "", std::exp(sum_log[b] / count));
+    fmt::print("\n{:>30} |", "worst");
+    for (std::size_t b = 0; b < 5; ++b) fmt::print(" {:>8} {:>5.2f}", "", worst[b]);
+    fmt::print("\n(goal: at most 1.10)\n\n");
+  }
+
+  // (c) Fused against decode-then-GEMM: decode_to_packed (allocation and page faults of the new
+  // fp32 copy included, as a caller pays them), then the PackedF32 GEMM.
+  if (parts.find('c') != std::string::npos) {
+    fmt::print("(c) fused vs decode-then-GEMM: microseconds; decode = decode_to_packed (into a fresh fp32 copy),\n"
+               "    gemm = the GEMM on the PackedF32 weights it makes\n");
+    fmt::print("{:>6} {:>5} {:>5} {:>4} | {:>8} |", "model", "N", "K", "bits", "decode");
+    for (const std::size_t M : ms) fmt::print(" {:>9} {:>9} {:>9}", fmt::format("gemm M={}", M), "dec+gemm", "fused");
+    fmt::print("\n");
+    for (Layer& l : layers) {
+      double t_gemm[2] = {1e30, 1e30}, t_decode[5], t_fused[5][2];
+      std::fill(t_decode, t_decode + 5, 1e30);
+      std::fill(&t_fused[0][0], &t_fused[0][0] + 10, 1e30);
+      for (int r = 0; r < rounds; ++r) {
+        for (std::size_t mi = 0; mi < 2; ++mi) t_gemm[mi] = std::min(t_gemm[mi], gemm_time(l, mi, l.packed.view));
+        for (std::size_t b = 0; b < 5; ++b) {
+          t_decode[b] = std::min(t_decode[b], stile::bench::median_seconds(
+                                                  [&] {
+                                                    const stile::PackedWeights p = stile::decode_to_packed(l.q[b].view);
+                                                    if (p.view.data == nullptr) fmt::print("!");
+                                                  },
+                                                  batches));
+          for (std::size_t mi = 0; mi < 2; ++mi) t_fused[b][mi] = std::min(t_fused[b][mi], gemm_time(l, mi, l.q[b].view));
+        }
+      }
+      for (std::size_t b = 0; b < 5; ++b) {
+        fmt::print("{:>6} {:>5} {:>5} {:>4} | {:>8.1f} |", l.s.model, l.s.N, l.s.K, kBits[b], t_decode[b] * 1e6);
+        for (std::size_t mi = 0; mi < 2; ++mi) {
+          fmt::print(" {:>9.1f} {:>9.1f} {:>9.1f}", t_gemm[mi] * 1e6, (t_decode[b] + t_gemm[mi]) * 1e6,
+                     t_fused[b][mi] * 1e6);
+        }
+        fmt::print("\n");
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,288 @@
+// bench_tiled: the memory-frugal (tiled) encoder layer against the untiled one, and the latency of
+// n x m submodels, on layers assembled from shards (the engine's path: the GEMMs decode the
+// quantized shards panel by panel).
+//
+//   bench_tiled [--store minilm.stile] [--bits 4] [--threads N] [--parts abc] [--json out.json]
+//
+// The working-memory budget is a property of the board, not of the request: one budget B per model,
+// a quarter of the untiled layer's peak at s = 512, and the chooser's tiles for B at every s.
+// (a) peak working memory of one layer vs sequence length 64..512, tiled (the arena's measured
+//     peak) vs untiled (the workspace it grew, plus the [s x s] score buffer each thread holds);
+// (b) latency of the whole encoder tiled vs untiled at s = 128 and 512 with those tiles, and at
+//     s = 128 under a tight budget (a quarter of the untiled peak at s = 128), where tiles are small;
+// (c) latency of every n x m submodel (first n layers, m shards each) at s = 128: the table the
+//     compute planner reads.
+// MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by examples/convert);
+// the BERT-base shape (12 layers, d 768, 12 heads, d_ff 3072) uses Gaussian weights made on the
+// spot and quantized in memory, which the output says.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_timer.hpp"
+#include "stile/core/arena.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/kernels/targets.hpp"
+#include "stile/model/shard_converter.hpp"
+#include "stile/model/sharded_bert.hpp"
+#include "stile/ops/sharded_layer.hpp"
+#include "stile/ops/tiled_layer.hpp"
+
+namespace {
+
+// The shards of every layer of a model, at one bitwidth, in memory, with their views.
+struct ModelShards {
+  std::string name;
+  stile::BertConfig config;
+  stile::ShardShape shape;
+  std::vector<std::vector<stile::EncodedShard>> encoded;   // [layer][shard]
+  std::vector<std::vector<stile::ShardView>> views;        // [layer][shard]
+  std::vector<std::array<std::vector<float>, 6>> resident;  // [layer]
+  std::vector<std::unique_ptr<stile::ShardedLayer>> layers; // all shards of each layer
+
+  stile::LayerResidentView resident_view(std::size_t l) const {
+    const auto& r = resident[l];
+    return {r[0].data(), r[1].data(), r[2].data(), r[3].data(), r[4].data(), r[5].data()};
+  }
+  void finish() {
+    for (std::size_t l = 0; l < views.size(); ++l) {
+      layers.push_back(std::make_unique<stile::ShardedLayer>(shape, views[l], resident_view(l)));
+    }
+  }
+};
+
+// Gaussian weights (std 0.04, like a trained BERT's) quantized at `bits`: for shapes we have no
+// checkpoint of. Said so in the output.
+ModelShards random_model(std::string name, std::size_t layers, std::size_t d, std::size_t heads, std::size_t ff,
+                         unsigned bits) {
+  ModelShards m;
+  m.name = std::move(name);
+  m.config.hidden = d;
+  m.config.num_layers = layers;
+  m.config.num_heads = heads;
+  m.config.intermediate = ff;
+  m.config.layer_norm_eps = 1e-12f;
+  m.shape = stile::ShardShape::of(m.config, heads);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 0.04f);
+  const stile::quant::GaussianFit gauss{0.0, 0.04 * 0.04};
+  const stile::quant::OutlierBounds bounds = stile::quant::outlier_bounds(gauss, -4.0);
+  for (std::size_t l = 0; l < layers; ++l) {
+    m.encoded.emplace_back();
+    m.views.emplace_back();
+    for (std::size_t s = 0; s < heads; ++s) {
+      stile::converter_detail::ShardWeights sw;
+      for (std::size_t k = 0; k < stile::kShardMatrices; ++k) {
+        const auto which = static_cast<stile::ShardMatrix>(k);
+        sw.matrices[k].resize(m.shape.rows(which) * m.shape.cols(which));
+        for (float& x : sw.matrices[k]) x = g(rng);
+      }
+      sw.biases.assign(m.shape.bias_floats(), 0.01f);
+      m.encoded[l].push_back(stile::encode_shard(sw, m.shape, bits, bounds, stile::quant::QuantizerOptions{}));
+    }
+    for (auto& e : m.encoded[l]) {
+      m.views[l].push_back(stile::ShardView::parse(e.bytes.span(), m.shape, bits, e.dictionary, e.outliers,
+                                                   m.name + " shard"));
+    }
+    std::array<std::vector<float>, 6> r;
+    for (std::size_t k = 0; k < 6; ++k) r[k].assign(d, k == 1 || k == 4 ? 1.0f : 0.0f);
+    m.resident.push_back(std::move(r));
+  }
+  m.finish();
+  return m;
+}
+
+// Every shard of every layer of a store at `bits`, read into memory.
+struct StoreModel : ModelShards {
+  std::vector<std::vector<stile::ShardBuffer>> buffers;
+};
+
+std::unique_ptr<StoreModel> store_model(const std::string& path, unsigned bits) {
+  auto m = std::make_unique<StoreModel>();
+  const stile::ShardStore store = stile::ShardStore::open(path);
+  m->name = "all-MiniLM-L6-v2";
+  m->config = store.config();
+  m->shape = store.shard_shape();
+  for (std::size_t l = 0; l < m->config.num_layers; ++l) {
+    m->buffers.emplace_back();
+    m->views.emplace_back();
+    for (std::size_t s = 0; s < store.shards_per_layer(); ++s) m->buffers[l].push_back(store.read_shard(l, s, bits));
+    for (const auto& b : m->buffers[l]) m->views[l].push_back(b.view());
+    const stile::LayerResident r = store.read_resident(l);
+    m->resident.push_back({r.attn_out_bias, r.ln1_gamma, r.ln1_beta, r.ffn_out_bias, r.ln2_gamma, r.ln2_beta});
+  }
+  m->finish();
+  return m;
+}
+
+std::vector<float> inputs(std::size_t tokens, std::size_t d) {
+  std::vector<float> x(tokens * d);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float& v : x) v = g(rng);
+  return x;
+}
+
+// The encoder over the first n layers with the first m shards of each.
+struct Runner {
+  const ModelShards& model;
+  stile::ThreadPool& pool;
+
+  double seconds(std::size_t s, std::size_t n, std::size_t m, const stile::LayerTiles* tiles) const {
+    const std::vector<float> x0 = inputs(s, model.config.hidden);
+    std::vector<float> x = x0;
+    const std::vector<std::size_t> offsets = {0, s};
+    std::vector<std::unique_ptr<stile::ShardedLayer>> partial;
+    for (std::size_t l = 0; l < n; ++l) {
+      partial.push_back(std::make_unique<stile::ShardedLayer>(
+          model.shape, std::span<const stile::ShardView>(model.views[l]).first(m), model.resident_view(l)));
+    }
+    stile::EncoderWorkspace ws;
+    stile::Arena arena;
+    return stile::bench::median_seconds(
+        [&] {
+          x = x0;
+          for (const auto& layer : partial) {
+            if (tiles == nullptr) {
+              layer->run(model.config, x.data(), offsets, ws, pool);
+            } else {
+              layer->run(model.config, x.data(), offsets, *tiles, arena, pool);
+            }
+          }
+        },
+        5, 0.05);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string store_path, json_path, parts = "abc";
+  unsigned bits = 4;
+  std::size_t threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--store" && i + 1 < argc) {
+      store_path = argv[++i];
+    } else if (a == "--bits" && i + 1 < argc) {
+      bits = static_cast<unsigned>(std::stoul(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = std::stoul(argv[++i]);
+    } else if (a == "--parts" && i + 1 < argc) {
+      parts = argv[++i];
+    } else if (a == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_tiled [--store minilm.stile] [--bits 4] [--threads N] [--parts abc] [--json out.json]\n");
+      return 2;
+    }
+  }
+  stile::ThreadPool pool(threads == 0 ? stile::default_thread_pool().num_threads() : threads);
+  fmt::print("machine: {}\nstile target: {}, {} threads, shards at {} bits\n", stile::bench::machine_description(),
+             stile::active_target_name(), pool.num_threads(), bits);
+  nlohmann::json out;
+  std::vector<std::unique_ptr<ModelShards>> models;
+  if (!store_path.empty()) {
+    models.push_back(store_model(store_path, bits));
+  } else {
+    fmt::print("(no --store: the MiniLM shape runs on Gaussian weights made on the spot)\n");
+    models.push_back(std::make_unique<ModelShards>(random_model("MiniLM shape (random weights)", 6, 384, 12, 1536, bits)));
+  }
+  models.push_back(std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
+
+  for (const auto& mp : models) {
+    const ModelShards& m = *mp;
+    const Runner run{m, pool};
+    const std::size_t d = m.config.hidden, ff = m.config.intermediate;
+    fmt::print("\n== {}: {} layers, d {}, {} heads, d_ff {}\n", m.name, m.config.num_layers, d, m.config.num_heads, ff);
+    auto memory_shape = [&](std::size_t s) { return stile::LayerMemoryShape{s, s, d, ff, pool.num_threads()}; };
+    const std::size_t budget = stile::untiled_layer_peak_bytes(memory_shape(512)) / 4;
+    nlohmann::json mem = nlohmann::json::array(), lat = nlohmann::json::array();
+    if (parts.find('a') != std::string::npos) {
+      fmt::print("(a) peak working memory of one layer (KiB), budget B = {:.1f} KiB\n{:>6} {:>12} {:>14} {:>12} {:>8} {:>10}\n",
+                 budget / 1024.0, "s", "untiled", "tiled (meas.)", "analytic", "ratio", "tiles");
+      for (const std::size_t s : {64, 128, 256, 384, 512}) {
+        const stile::LayerMemoryShape shape = memory_shape(s);
+        const std::size_t untiled = stile::untiled_layer_peak_bytes(shape);
+        const stile::LayerTiles tiles = stile::choose_layer_tiles(budget, shape);
+        std::vector<float> x = inputs(s, d);
+        const std::vector<std::size_t> offsets = {0, s};
+        stile::EncoderWorkspace ws;
+        m.layers[0]->run(m.config, x.data(), offsets, ws, pool);
+        const std::size_t untiled_grown =
+            sizeof(float) * (ws.qkv.size() + ws.ctx.size() + ws.ffn.size() + pool.num_threads() * s * s);
+        if (untiled_grown != untiled) {
+          fmt::print(stderr, "bench_tiled: untiled workspace {} B != untiled_layer_peak_bytes {} B\n", untiled_grown, untiled);
+          return 1;
+        }
+        stile::Arena arena;
+        m.layers[0]->run(m.config, x.data(), offsets, tiles, arena, pool);
+        const std::size_t analytic = stile::tiled_layer_peak_bytes(shape, tiles);
+        fmt::print("{:>6} {:>12.1f} {:>14.1f} {:>12.1f} {:>7.2f}x {:>5}x{:<4}\n", s, untiled / 1024.0,
+                   arena.peak_bytes() / 1024.0, analytic / 1024.0, double(untiled) / double(arena.peak_bytes()), tiles.query,
+                   tiles.tokens);
+        mem.push_back({{"s", s}, {"untiled_bytes", untiled}, {"tiled_bytes", arena.peak_bytes()}, {"analytic_bytes", analytic},
+                       {"tiles", {tiles.query, tiles.tokens}}});
+      }
+    }
+    if (parts.find('b') != std::string::npos) {
+      fmt::print("(b) latency of the whole encoder, tiled (chooser's tiles for the budget) vs untiled\n"
+                 "{:>6} {:>12} {:>12} {:>12} {:>8} {:>10}\n", "s", "budget KiB", "untiled ms", "tiled ms", "ratio", "tiles");
+      const std::size_t tight_128 = stile::untiled_layer_peak_bytes(memory_shape(128)) / 4;
+      for (const auto& [s, b] : {std::pair{std::size_t{128}, budget}, {512, budget}, {128, tight_128}}) {
+        const stile::LayerTiles tiles = stile::choose_layer_tiles(b, memory_shape(s));
+        const std::size_t n = m.config.num_layers, all = m.config.num_heads;
+        // Alternate the two, best of three rounds each, so a slow spell of the machine hits both.
+        double untiled = 1e30, tiled = 1e30;
+        for (int round = 0; round < 3; ++round) {
+          untiled = std::min(untiled, run.seconds(s, n, all, nullptr));
+          tiled = std::min(tiled, run.seconds(s, n, all, &tiles));
+        }
+        fmt::print("{:>6} {:>12.1f} {:>12.2f} {:>12.2f} {:>7.3f}x {:>5}x{:<4}\n", s, b / 1024.0, untiled * 1e3, tiled * 1e3,
+                   tiled / untiled, tiles.query, tiles.tokens);
+        lat.push_back({{"s", s}, {"budget_bytes", b}, {"untiled_ms", untiled * 1e3}, {"tiled_ms", tiled * 1e3},
+                       {"tiles", {tiles.query, tiles.tokens}}});
+      }
+    }
+    out[m.name] = {{"memory", mem}, {"latency", lat}};
+    if (&m != models.front().get() || parts.find('c') == std::string::npos) continue;
+    // (c) The n x m grid (MiniLM only: it is the model the planner runs here).
+    const std::size_t s = 128;
+    fmt::print("(c) latency (ms) of n x m submodels at s = {}, untiled, first m shards of each of the first n layers\n{:>4}",
+               s, "n\\m");
+    for (std::size_t mm = 1; mm <= m.config.num_heads; ++mm) fmt::print(" {:>6}", mm);
+    fmt::print("\n");
+    nlohmann::json grid = nlohmann::json::array();
+    for (std::size_t n = 1; n <= m.config.num_layers; ++n) {
+      fmt::print("{:>4}", n);
+      std::vector<double> row;
+      for (std::size_t mm = 1; mm <= m.config.num_heads; ++mm) {
+        const double ms = run.seconds(s, n, mm, nullptr) * 1e3;
+        row.push_back(ms);
+        fmt::print(" {:>6.2f}", ms);
+        std::fflush(stdout);
+      }
+      fmt::print("\n");
+      grid.push_back(row);
+    }
+    out[m.name]["grid_s128_ms"] = grid;
+  }
+  if (!json_path.empty()) {
+    std::FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr || std::fputs(out.dump(1).c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "bench_tiled: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,106 @@
+#pragma once
+// One BERT encoder layer computed from shards (model/shard_layout.hpp): any m of the layer's M
+// shards, each a ShardView at its own bitwidth, plus the layer's resident block. The GEMMs run
+// straight on the quantized bytes: the shards' Q, K and V slices are stacked along the output
+// rows into one QKV weight, their W_o and W_2 column slices along the input columns, and the GEMM
+// decodes each panel as it needs it (kernels/dict-inl.h), so no fp32 copy of a layer is made.
+//
+// With all M shards this is exactly the layer of ops/encoder_layer.hpp; with fewer, attention
+// runs over the chosen heads only (W_o sums over their columns) and the FFN over the chosen
+// neurons only, the residuals and LayerNorms as in the full layer.
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "stile/core/arena.hpp"
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/bert_config.hpp"
+#include "stile/kernels/dict.hpp"
+#include "stile/kernels/gemm.hpp"
+#include "stile/model/shard_view.hpp"
+#include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/tiled_layer.hpp"
+
+namespace stile {
+
+// The fp32 parameters of a layer that every shard shares: they stay resident.
+struct LayerResidentView {
+  const float* attn_out_bias = nullptr;  // [d]
+  const float* ln1_gamma = nullptr;
+  const float* ln1_beta = nullptr;
+  const float* ffn_out_bias = nullptr;   // [d]
+  const float* ln2_gamma = nullptr;
+  const float* ln2_beta = nullptr;
+};
+
+// The GEMM weights of a layer assembled from m shard views (which must outlive it), as the
+// LayerView the layer operators (untiled and tiled) read.
+class ShardedLayer {
+ public:
+  ShardedLayer(const ShardShape& shape, std::span<const ShardView> shards, const LayerResidentView& resident)
+      : m_(shards.size()) {
+    require(m_ > 0, "sharded layer: no shards chosen");
+    for (const ShardMatrix part : {ShardMatrix::kQuery, ShardMatrix::kKey, ShardMatrix::kValue}) {
+      for (const ShardView& s : shards) qkv_blocks_.push_back(s.matrix(part));
+    }
+    for (const ShardView& s : shards) {
+      attn_out_blocks_.push_back(s.matrix(ShardMatrix::kAttnOut));
+      ffn_in_blocks_.push_back(s.matrix(ShardMatrix::kFfnIn));
+      ffn_out_blocks_.push_back(s.matrix(ShardMatrix::kFfnOut));
+    }
+    const std::size_t a = shape.attn_rows;
+    qkv_bias_.reserve(3 * m_ * a);
+    for (const ShardView& s : shards) qkv_bias_.insert(qkv_bias_.end(), s.query_bias, s.query_bias + a);
+    for (const ShardView& s : shards) qkv_bias_.insert(qkv_bias_.end(), s.key_bias, s.key_bias + a);
+    for (const ShardView& s : shards) qkv_bias_.insert(qkv_bias_.end(), s.value_bias, s.value_bias + a);
+    for (const ShardView& s : shards) {
+      ffn_in_bias_.insert(ffn_in_bias_.end(), s.ffn_in_bias, s.ffn_in_bias + shape.ffn_rows);
+    }
+    const std::span<const DictMatrix> qkv(qkv_blocks_);
+    view_.q = stack_rows(qkv.first(m_));
+    view_.kv = stack_rows(qkv.subspan(m_));
+    view_.attn_out = stack_cols(attn_out_blocks_);
+    view_.ffn_in = stack_rows(ffn_in_blocks_);
+    view_.ffn_out = stack_cols(ffn_out_blocks_);
+    view_.q_bias = qkv_bias_.data();
+    view_.kv_bias = qkv_bias_.data() + m_ * a;
+    view_.attn_out_bias = resident.attn_out_bias;
+    view_.ln1_gamma = resident.ln1_gamma;
+    view_.ln1_beta = resident.ln1_beta;
+    view_.ffn_in_bias = ffn_in_bias_.data();
+    view_.ffn_out_bias = resident.ffn_out_bias;
+    view_.ln2_gamma = resident.ln2_gamma;
+    view_.ln2_beta = resident.ln2_beta;
+    view_.heads = m_ * shape.heads;
+    view_.head_dim = shape.heads == 0 ? 0 : shape.attn_rows / shape.heads;
+    // The shards store W_q as trained, so the 1/sqrt(head_dim) of attention goes into softmax.
+    view_.attn_scale = 1.0f / std::sqrt(static_cast<float>(view_.head_dim));
+  }
+  ShardedLayer(const ShardedLayer&) = delete;  // the stacks point into the block vectors
+  ShardedLayer& operator=(const ShardedLayer&) = delete;
+
+  std::size_t shards() const noexcept { return m_; }
+  std::size_t heads() const noexcept { return view_.heads; }
+  const LayerView<StackedDict>& view() const noexcept { return view_; }
+
+  // x: [tokens x d] packed rows of all sequences, updated in place; seq_offsets: n + 1 offsets.
+  // Tiled (ops/tiled_layer.hpp) when tiles are given, with its working memory from `arena`.
+  void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, const LayerTiles& tiles,
+           Arena& arena, ThreadPool& pool) const {
+    tiled_encoder_layer(view_, c, x, seq_offsets, tiles, arena, pool);
+  }
+  void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws,
+           ThreadPool& pool) const {
+    encoder_layer(view_, c, x, seq_offsets, ws, pool);
+  }
+
+ private:
+  std::size_t m_;
+  std::vector<DictMatrix> qkv_blocks_, attn_out_blocks_, ffn_in_blocks_, ffn_out_blocks_;
+  std::vector<float> qkv_bias_, ffn_in_bias_;
+  LayerView<StackedDict> view_;
+};
+
+}  // namespace stile
