@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "for_each_target.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/quant/packed_layout.hpp"
@@ -248,18 +249,7 @@ void run_epilogues(const Problem& p, const W& w, stile::ThreadPool& pool) {
   }
 }
 
-// Runs body once per Highway target that this CPU supports and stile compiled.
-template <class Body>
-void for_each_target(Body body) {
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  REQUIRE(!targets.empty());
-  for (const std::int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    REQUIRE(std::string(stile::active_target_name()) == hwy::TargetName(target));
-    DYNAMIC_SECTION("target " << hwy::TargetName(target)) { body(); }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using stile_test::for_each_target;
 
 constexpr unsigned kAllBits[] = {2, 3, 4, 5, 6, 32};
 constexpr std::size_t kAllM[] = {1, 7, 32, 130, 300};  // 300 > MC = 144: the decode-once path

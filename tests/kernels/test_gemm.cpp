@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "for_each_target.hpp"
 #include "stile/kernels/gemm.hpp"
 
 namespace {
@@ -128,18 +129,7 @@ void run_all_epilogues(std::size_t M, std::size_t N, std::size_t K, stile::Threa
   }
 }
 
-// Runs body once per Highway target that this CPU supports and stile compiled.
-template <class Body>
-void for_each_target(Body body) {
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  REQUIRE(!targets.empty());
-  for (const std::int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    REQUIRE(std::string(stile::active_target_name()) == hwy::TargetName(target));
-    DYNAMIC_SECTION("target " << hwy::TargetName(target)) { body(); }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using stile_test::for_each_target;
 
 }  // namespace
 

@@ -42,6 +42,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/io/file_error.hpp"
+#include "stile/io/strict_json.hpp"
 
 namespace stile {
 
@@ -201,41 +202,6 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
   return v;
 }
 
-// Parses the header JSON, refusing duplicate keys (nlohmann would silently keep the last, which
-// makes a tensor's meaning depend on the parser) and excessive nesting.
-inline nlohmann::json parse_json(std::string_view text, const std::string& file) {
-  std::vector<std::unordered_set<std::string>> keys_per_object;
-  auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        if (depth >= kMaxJsonDepth) {
-          fail(file, "header JSON nests deeper than ", kMaxJsonDepth, " levels; not a safetensors header");
-        }
-        if (event == Event::object_start) keys_per_object.emplace_back();
-        break;
-      case Event::object_end:
-        if (!keys_per_object.empty()) keys_per_object.pop_back();
-        break;
-      case Event::key:
-        if (!keys_per_object.empty() && parsed.is_string() &&
-            !keys_per_object.back().insert(parsed.get_ref<const std::string&>()).second) {
-          fail(file, "header JSON has the key ", quote_name(parsed.get_ref<const std::string&>()),
-               " twice (duplicate key)");
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text.begin(), text.end(), check);
-  } catch (const nlohmann::json::exception& e) {
-    fail(file, "header is not valid JSON: ", e.what());
-  }
-}
 
 // Reads a non-negative JSON integer; nullopt for anything else (negative, fractional, a string).
 inline std::optional<std::uint64_t> as_count(const nlohmann::json& value) {
@@ -369,7 +335,7 @@ inline SafetensorsHeader parse_safetensors_header(std::span<const std::byte> fil
 
   const std::string_view text(reinterpret_cast<const char*>(file_bytes.data() + 8),
                               static_cast<std::size_t>(header_len));
-  const nlohmann::json root = parse_json(text, display_name);
+  const nlohmann::json root = io_detail::parse_strict_json(text, kMaxJsonDepth, display_name, "the header");
   if (!root.is_object()) {
     fail(display_name, "header JSON is not an object (it is ", root.type_name(), ")");
   }

@@ -66,6 +66,7 @@
 #include "stile/core/error.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/file_error.hpp"
+#include "stile/io/strict_json.hpp"
 #include "stile/model/shard_layout.hpp"
 #include "stile/model/shard_view.hpp"
 #include "stile/quant/packed_layout.hpp"
@@ -319,40 +320,6 @@ inline ShardStoreHeader parse_header(std::span<const std::byte> prefix, std::uin
   return h;
 }
 
-// Parses JSON, refusing duplicate keys (which value would count would depend on the parser) and
-// deep nesting.
-inline nlohmann::json parse_json(std::string_view text, const std::string& file) {
-  std::vector<std::unordered_set<std::string>> keys_per_object;
-  auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        if (depth >= kMaxJsonDepth) fail(file, "the manifest nests deeper than ", kMaxJsonDepth, " levels");
-        if (event == Event::object_start) keys_per_object.emplace_back();
-        break;
-      case Event::object_end:
-        if (!keys_per_object.empty()) keys_per_object.pop_back();
-        break;
-      case Event::key:
-        if (!keys_per_object.empty() && parsed.is_string() &&
-            !keys_per_object.back().insert(parsed.get_ref<const std::string&>()).second) {
-          std::string key = parsed.get<std::string>();
-          if (key.size() > 100) key = key.substr(0, 100) + "...";
-          fail(file, "the manifest has the key \"", key, "\" twice in one object");
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text.begin(), text.end(), check);
-  } catch (const nlohmann::json::exception& e) {
-    fail(file, "the manifest is not valid JSON: ", e.what());
-  }
-}
 
 // Field readers: `where` says which part of the manifest is being read.
 inline const nlohmann::json& member(const nlohmann::json& obj, const char* key, std::string_view where,
@@ -507,7 +474,7 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
 // shard layout). The manifest checksum is not checked here: ShardStore does that first; fuzzers
 // call this directly to get past it.
 inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStoreHeader& h, const std::string& file) {
-  const nlohmann::json root = parse_json(text, file);
+  const nlohmann::json root = io_detail::parse_strict_json(text, kMaxJsonDepth, file, "the manifest");
   if (!root.is_object()) fail(file, "the manifest is not a JSON object");
   const std::string top = "manifest";
 
