@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include <hwy/targets.h>
-
+// stile before Highway: stile's Highway configuration (kernels/hwy_config.hpp) must come first.
 #include "stile/kernels/targets.hpp"
+
+#include <hwy/targets.h>
 
 namespace stile_test {
 
