@@ -242,9 +242,9 @@ int main(int argc, char** argv) {
       for (const auto& [s, b] : {std::pair{std::size_t{128}, budget}, {512, budget}, {128, tight_128}}) {
         const stile::LayerTiles tiles = stile::choose_layer_tiles(b, memory_shape(s));
         const std::size_t n = m.config.num_layers, all = m.config.num_heads;
-        // Alternate the two, best of three rounds each, so a slow spell of the machine hits both.
+        // Alternate the two, best of five rounds each, so a slow spell of the machine hits both.
         double untiled = 1e30, tiled = 1e30;
-        for (int round = 0; round < 3; ++round) {
+        for (int round = 0; round < 5; ++round) {
           untiled = std::min(untiled, run.seconds(s, n, all, nullptr));
           tiled = std::min(tiled, run.seconds(s, n, all, &tiles));
         }

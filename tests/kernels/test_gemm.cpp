@@ -83,16 +83,30 @@ void check(const Problem& p, const std::vector<float>& C, bool bias, bool gelu, 
   CHECK(worst <= 1e-5);
 }
 
-// Runs every epilogue on W as stored (DenseF32) or pre-packed for the current target (PackedF32).
-template <class Tiles, bool kPacked = false>
+// How the test hands W to the GEMM: as stored (DenseF32), pre-packed for the current target
+// (PackedF32), or transposed with a padded, unaligned row stride (DenseF32Transposed, read in place).
+enum class Layout { kDense, kPacked, kTransposed };
+
+// Runs every epilogue on W in the given layout.
+template <class Tiles, Layout kLayout = Layout::kDense>
 void run_all_epilogues(std::size_t M, std::size_t N, std::size_t K, stile::ThreadPool& pool) {
   Problem p = make_problem(M, N, K, static_cast<std::uint32_t>(M * 131 + N * 7 + K));
   const stile::DenseF32 dense(p.W.data(), N, K);
   stile::PackedWeights packed;
-  if constexpr (kPacked) packed = stile::pack_weights<Tiles>(dense);
+  std::vector<float> transposed;
+  const std::size_t ldt = N + 3;
+  if constexpr (kLayout == Layout::kPacked) packed = stile::pack_weights<Tiles>(dense);
+  if constexpr (kLayout == Layout::kTransposed) {
+    transposed.assign(K * ldt, 0.0f);
+    for (std::size_t n = 0; n < N; ++n) {
+      for (std::size_t k = 0; k < K; ++k) transposed[k * ldt + n] = p.W[n * K + k];
+    }
+  }
   const auto w = [&] {
-    if constexpr (kPacked) {
+    if constexpr (kLayout == Layout::kPacked) {
       return packed.view;
+    } else if constexpr (kLayout == Layout::kTransposed) {
+      return stile::DenseF32Transposed(transposed.data(), N, K, ldt);
     } else {
       return dense;
     }
@@ -163,14 +177,28 @@ TEST_CASE("gemm with a host-chosen tile shape crosses every cache block", "[gemm
 TEST_CASE("gemm on weights packed at load equals the reference", "[gemm]") {
   stile::ThreadPool pool2(2);
   for_each_target([&] {
-    for (const std::size_t M : {1, 7, 128}) run_all_epilogues<stile::DefaultTiles, true>(M, 100, 300, pool2);
-    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, true>(29, 61, 77, pool2);
+    for (const std::size_t M : {1, 7, 128}) run_all_epilogues<stile::DefaultTiles, Layout::kPacked>(M, 100, 300, pool2);
+    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, Layout::kPacked>(29, 61, 77, pool2);
   });
   // Weights packed for another panel width are refused, not misread.
   std::vector<float> A(4 * 8), W(6 * 8), C(4 * 6);
   stile::PackedWeights packed = stile::pack_weights(stile::DenseF32(W.data(), 6, 8));
   packed.view.nr *= 2;
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, packed.view, C.data(), 6), Catch::Contains("panel width"));
+}
+
+TEST_CASE("gemm on transposed weights (attention's V) equals the reference", "[gemm]") {
+  stile::ThreadPool pool1(1), pool2(2);
+  for_each_target([&] {
+    // Full panels read in place (N a multiple of every NR), edge panels copied, and M beyond MC
+    // (the KC x NC block decoded once and shared by the MC blocks).
+    for (const std::size_t M : {1, 8, 32, 300}) {
+      for (const auto& nk : {std::pair<std::size_t, std::size_t>{32, 512}, {64, 130}, {37, 53}, {96, 300}}) {
+        run_all_epilogues<stile::DefaultTiles, Layout::kTransposed>(M, nk.first, nk.second, M % 2 ? pool1 : pool2);
+      }
+    }
+    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, Layout::kTransposed>(29, 61, 77, pool2);
+  });
 }
 
 TEST_CASE("gemm rejects bad arguments with a clear error", "[gemm]") {

@@ -61,11 +61,12 @@ constexpr std::size_t TileLanes() {
 
 // The MR x NR micro-kernel (kRows <= MR rows at the M edge): acc = A[kRows x kc] * Bpacked[kc x NR]
 // in registers, then C = epilogue(acc (+ C if accumulate)) on the last K block (finish).
-//   a: row r at a + r * lda, k contiguous. b: packed panel, b[k * NR + j], 64-byte aligned.
+//   a: row r at a + r * lda, k contiguous. b: panel, b[k * ldb + j]: packed (ldb = NR) or read in
+//   place from weights already k-major (DenseF32Transposed, ldb = its row stride).
 //   bias: NR values at this tile's columns. residual: row r at residual + r * ldr (or null).
 template <std::size_t kRows, class Shape, class Epi>
 HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::size_t lda,
-                            const float* HWY_RESTRICT b, float* c, std::size_t ldc,
+                            const float* HWY_RESTRICT b, std::size_t ldb, float* c, std::size_t ldc,
                             bool accumulate, bool finish, const float* bias,
                             const float* residual, std::size_t ldr) {
   constexpr std::size_t kNR = Shape::NR;
@@ -86,7 +87,7 @@ HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::si
   for (std::size_t k = 0; k < kc; ++k) {
     V bk[kVectors];
     STILE_UNROLL
-    for (std::size_t v = 0; v < kVectors; ++v) bk[v] = hn::Load(d, b + k * kNR + v * kLanes);
+    for (std::size_t v = 0; v < kVectors; ++v) bk[v] = hn::LoadU(d, b + k * ldb + v * kLanes);
     STILE_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) {
       const V ar = hn::Set(d, a[r * lda + k]);
@@ -147,14 +148,17 @@ struct GemmDriver {
                                NC = Shape::NC;
   // Weights already in panel layout (PackedF32) are read in place, not decoded.
   static constexpr bool kInPlace = requires { PanelDecoder<Weights>::kInPlace; };
+  // Weights already k-major with a row stride (DenseF32Transposed: attention's V) are read in
+  // place for full-width panels; only an edge panel narrower than NR is copied (zero padding).
+  static constexpr bool kStridedInPlace = requires { PanelDecoder<Weights>::kStridedInPlace; };
 
   static std::size_t PanelWidth() { return NR; }
 
   // One MR x NR tile (mr <= MR rows, nr <= NR columns) at C(m, n).
   static HWY_INLINE void Tile(const Args& g, std::size_t m, std::size_t n, std::size_t mr,
                               std::size_t nr, std::size_t k0, std::size_t kc,
-                              const float* HWY_RESTRICT b, bool accumulate, bool finish,
-                              const float* residual) {
+                              const float* HWY_RESTRICT b, std::size_t ldb, bool accumulate,
+                              bool finish, const float* residual) {
     const float* a = g.A + m * g.lda + k0;
     const float* bias = Epi::has_bias ? g.epi.bias + n : nullptr;
     const std::size_t ldr = g.epi.residual_ld;
@@ -162,11 +166,11 @@ struct GemmDriver {
     float* c = g.C + m * g.ldc + n;
     if (nr == NR) {
       if (mr == MR) {
-        MicroKernel<MR, Shape, Epi>(kc, a, g.lda, b, c, g.ldc, accumulate, finish, bias, res, ldr);
+        MicroKernel<MR, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
       } else {
         WithRows<MR - 1>(mr, [&](auto rows) {
-          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, c, g.ldc, accumulate, finish, bias, res,
-                                        ldr);
+          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias,
+                                        res, ldr);
         });
       }
       return;
@@ -182,7 +186,7 @@ struct GemmDriver {
     }
     if (finish && bias) std::memcpy(tile_bias, bias, nr * sizeof(float));
     WithRows<MR>(mr, [&](auto rows) {
-      MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, tile_c, NR, accumulate, finish, tile_bias,
+      MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, tile_c, NR, accumulate, finish, tile_bias,
                                     res ? tile_res : nullptr, NR);
     });
     for (std::size_t r = 0; r < mr; ++r) std::memcpy(c + r * g.ldc, tile_c + r * NR, nr * sizeof(float));
@@ -210,10 +214,20 @@ struct GemmDriver {
           if (m1 - m0 <= MC) {
             for (std::size_t jr = 0; jr < nc; jr += NR) {
               const std::size_t nr = std::min(NR, nc - jr);
-              PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, nr, pc, kc, packed.data());
+              const float* b = packed.data();
+              std::size_t ldb = NR;
+              if constexpr (kStridedInPlace) {
+                if (nr == NR) {
+                  b = PanelDecoder<Weights>::StridedPanel(*g.W, jc + jr, pc);
+                  ldb = PanelDecoder<Weights>::Stride(*g.W);
+                }
+              }
+              if (b == packed.data()) {
+                PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, nr, pc, kc, packed.data());
+              }
               for (std::size_t ir = m0; ir < m1; ir += MR) {
-                Tile(g, ir, jc + jr, std::min(MR, m1 - ir), nr, pc, kc, packed.data(), accumulate,
-                     finish, residual);
+                Tile(g, ir, jc + jr, std::min(MR, m1 - ir), nr, pc, kc, b, ldb, accumulate, finish,
+                     residual);
               }
             }
             continue;
@@ -234,7 +248,7 @@ struct GemmDriver {
               b = packed.data() + jr * kc;
             }
             for (std::size_t ir = 0; ir < mc; ir += MR) {
-              Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, accumulate, finish,
+              Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, NR, accumulate, finish,
                    residual);
             }
           }

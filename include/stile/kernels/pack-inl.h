@@ -137,7 +137,14 @@ struct PanelDecoder<PackedF32> {
 
 template <>
 struct PanelDecoder<DenseF32Transposed> {
-  // Already k-major: each k is a contiguous run of nr floats.
+  // Already k-major: each k is a contiguous run of nr floats, so a full panel is read in place
+  // (row stride ld, no alignment promised) while all rows fit one MC block; Decode copies the
+  // rest (edge panels, and KC x NC blocks reused across MC blocks).
+  static constexpr bool kStridedInPlace = true;
+  static HWY_INLINE const float* StridedPanel(const DenseF32Transposed& w, std::size_t n0, std::size_t k0) {
+    return w.data + k0 * w.ld + n0;
+  }
+  static HWY_INLINE std::size_t Stride(const DenseF32Transposed& w) { return w.ld; }
   template <std::size_t kNR>
   static HWY_INLINE void Decode(const DenseF32Transposed& w, std::size_t n0, std::size_t nr,
                                 std::size_t k0, std::size_t kc, float* HWY_RESTRICT out) {
