@@ -228,6 +228,12 @@ HWY_INLINE void DictDecodeVectors(D d, const float* HWY_RESTRICT table, const st
     // the higher bits straight from the planes (DictSigns); a gather, a single lookup or a low
     // plane narrower than the in-vector index needs the index assembled.
     constexpr bool kSplit = kLookup == DictLookup::kTree && kLevels > 0 && kLo >= kLaneBits;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // AVX-512 looks up two 16-entry tables in one vpermt2ps (index bit 4 picks the table), which
+    // Highway 1.0.3 does not expose: 32 entries (k = 5) in one instruction, 64 (k = 6) in two and
+    // one select, instead of a tree of two or four lookups and one or three selects.
+    constexpr bool kPairs = kLookup == DictLookup::kTree && kLanes == 16 && (kTables == 2 || kTables == 4);
+#endif
     using Lo = DictPlane<kLo, decltype(du)>;
     using Hi = DictPlane<kHi == 0 ? 1 : kHi, decltype(du)>;  // (a dummy when there is none)
     const Lo lo(du, 0, o);
@@ -238,6 +244,21 @@ HWY_INLINE void DictDecodeVectors(D d, const float* HWY_RESTRICT table, const st
     for (std::size_t k = 0; k < kc; ++k) {
       const std::uint8_t* HWY_RESTRICT p = slab + k * kSlab;
       hn::Vec<D> v;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      if constexpr (kPairs) {
+        VU idx = lo.Fields(du, p);
+        if constexpr (!Lo::kExact) idx = hn::And(idx, hn::Set(du, (1u << kLo) - 1));
+        VU high = hi.Fields(du, p);
+        if constexpr (!Hi::kExact) high = hn::And(high, hn::Set(du, (1u << kHi) - 1));
+        idx = hn::Or(idx, hn::ShiftLeft<kLo>(high));
+        const __m512i perm = hn::BitCast(di, idx).raw;
+        v = hn::Vec<D>{_mm512_permutex2var_ps(tables[0].raw, perm, tables[1].raw)};
+        if constexpr (kTables == 4) {
+          const hn::Vec<D> upper{_mm512_permutex2var_ps(tables[2].raw, perm, tables[3].raw)};
+          v = DictSelectSign(di, hn::BitCast(di, hn::ShiftLeft<31 - 5>(idx)), upper, v);  // index bit 5
+        }
+      } else
+#endif
       if constexpr (kSplit) {
         const VU fields = lo.Fields(du, p);
         const auto perm = hn::IndicesFromVec(d, hn::And(fields, hn::Set(du, kLanes - 1)));
