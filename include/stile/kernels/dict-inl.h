@@ -12,7 +12,8 @@
 //   2. the centroid of each index: a tree of in-register table lookups (TableLookupLanes over
 //      L-entry slices of the dictionary, then selects on the higher index bits, which are moved
 //      to the sign bit straight from the planes) or a gather, whichever measured faster for that
-//      bitwidth and vector width (DictAutoLookup below);
+//      bitwidth and vector width (DictAutoLookup below); on AVX-512, 32- and 64-entry tables are
+//      looked up two 16-entry slices at a time (vpermt2ps);
 // then the outliers of the panel are patched over it (a binary search in the sorted keys).
 // Vectors that start off a vector boundary (stacked blocks of odd row counts) and the scalar
 // target take a plain scalar loop over quant::slab_index.
