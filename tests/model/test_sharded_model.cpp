@@ -188,6 +188,22 @@ TEST_CASE("all shards at 32 bits compute the fp32 encoder", "[shards][model]") {
 
 namespace {
 
+// LayerNorm of each of the s rows of v [s x d], in double precision.
+void naive_layer_norm(std::vector<double>& v, std::size_t s, const stile::BertConfig& c, const std::vector<float>& g,
+                      const std::vector<float>& b) {
+  const std::size_t d = c.hidden;
+  for (std::size_t t = 0; t < s; ++t) {
+    double mean = 0, var = 0;
+    for (std::size_t i = 0; i < d; ++i) mean += v[t * d + i];
+    mean /= double(d);
+    for (std::size_t i = 0; i < d; ++i) var += (v[t * d + i] - mean) * (v[t * d + i] - mean);
+    var /= double(d);
+    for (std::size_t i = 0; i < d; ++i) {
+      v[t * d + i] = (v[t * d + i] - mean) / std::sqrt(var + double(c.layer_norm_eps)) * g[i] + b[i];
+    }
+  }
+}
+
 // The layer of docs/shards.md in double precision, from dequantized shard matrices: attention over
 // the chosen shards' heads, FFN over their neurons.
 std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, const stile::BertConfig& c,
@@ -198,18 +214,6 @@ std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, con
     std::vector<float> w(m.rows() * m.cols());
     stile::dequantize(m, w.data());
     return w;
-  };
-  auto layer_norm = [&](std::vector<double>& v, const std::vector<float>& g, const std::vector<float>& b) {
-    for (std::size_t t = 0; t < s; ++t) {
-      double mean = 0, var = 0;
-      for (std::size_t i = 0; i < d; ++i) mean += v[t * d + i];
-      mean /= double(d);
-      for (std::size_t i = 0; i < d; ++i) var += (v[t * d + i] - mean) * (v[t * d + i] - mean);
-      var /= double(d);
-      for (std::size_t i = 0; i < d; ++i) {
-        v[t * d + i] = (v[t * d + i] - mean) / std::sqrt(var + double(c.layer_norm_eps)) * g[i] + b[i];
-      }
-    }
   };
   std::vector<double> attn(s * d, 0.0);
   for (std::size_t t = 0; t < s * d; ++t) attn[t] = x[t];
@@ -259,7 +263,7 @@ std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, con
       }
     }
   }
-  layer_norm(attn, r.ln1_gamma, r.ln1_beta);
+  naive_layer_norm(attn, s, c, r.ln1_gamma, r.ln1_beta);
   std::vector<double> out = attn;
   for (std::size_t t = 0; t < s; ++t) {
     for (std::size_t i = 0; i < d; ++i) out[t * d + i] += r.ffn_out_bias[i];
@@ -280,7 +284,7 @@ std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, con
       }
     }
   }
-  layer_norm(out, r.ln2_gamma, r.ln2_beta);
+  naive_layer_norm(out, s, c, r.ln2_gamma, r.ln2_beta);
   return out;
 }
 
@@ -337,7 +341,8 @@ TEST_CASE("a mixed-bitwidth n = 3, m = 5 submodel equals dequantize-then-compute
     for (std::size_t i = 0; i < 5; ++i) layer.push_back({(7 * i + 5 * l + 3) % 12, bits[(i + l) % bits.size()]});
     plan.layers.push_back(layer);
   }
-  const std::vector<stile::Encoding> batch = {sample_batch()[0], sample_batch()[2]};
+  const std::vector<stile::Encoding> samples = sample_batch();
+  const std::vector<stile::Encoding> batch = {samples[0], samples[2]};
   // The reference: embeddings, then each layer of docs/shards.md in double from dequantized shards.
   const stile::EmbeddingResident e = store.read_embeddings();
   std::vector<std::vector<double>> want;
@@ -346,16 +351,8 @@ TEST_CASE("a mixed-bitwidth n = 3, m = 5 submodel equals dequantize-then-compute
     std::vector<float> word(s * d);
     store.read_word_rows(enc.input_ids, word.data());
     std::vector<double> x(s * d);
-    for (std::size_t t = 0; t < s; ++t) {
-      double mean = 0, var = 0;
-      for (std::size_t i = 0; i < d; ++i) mean += (x[t * d + i] = double(word[t * d + i]) + e.position[t * d + i] + e.token_type[i]);
-      mean /= double(d);
-      for (std::size_t i = 0; i < d; ++i) var += (x[t * d + i] - mean) * (x[t * d + i] - mean);
-      var /= double(d);
-      for (std::size_t i = 0; i < d; ++i) {
-        x[t * d + i] = (x[t * d + i] - mean) / std::sqrt(var + double(c.layer_norm_eps)) * e.ln_gamma[i] + e.ln_beta[i];
-      }
-    }
+    for (std::size_t i = 0; i < s * d; ++i) x[i] = double(word[i]) + e.position[i] + e.token_type[i % d];
+    naive_layer_norm(x, s, c, e.ln_gamma, e.ln_beta);
     for (std::size_t l = 0; l < plan.layers.size(); ++l) {
       std::vector<stile::ShardBuffer> buffers;
       std::vector<stile::ShardView> views;

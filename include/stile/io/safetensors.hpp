@@ -171,16 +171,7 @@ inline std::string quote_name(std::string_view s) {
   return concat("'", s, "'");
 }
 
-// A JSON value for an error message, cut short: a hostile header may hold megabytes in one value.
-inline std::string excerpt(const nlohmann::json& value) {
-  constexpr std::size_t kMaxChars = 80;
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() > kMaxChars) {
-    text.resize(kMaxChars);
-    text += "...";
-  }
-  return text;
-}
+using io_detail::json_excerpt;
 
 inline std::string shape_to_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -236,8 +227,8 @@ inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::js
   for (const auto& dim_json : *shape_it) {
     const std::optional<std::uint64_t> dim = as_count(dim_json);
     if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(file, what, ": shape ", excerpt(*shape_it),
-           " has a dimension that is not a non-negative integer: ", excerpt(dim_json));
+      fail(file, what, ": shape ", json_excerpt(*shape_it),
+           " has a dimension that is not a non-negative integer: ", json_excerpt(dim_json));
     }
     info.shape.push_back(static_cast<std::int64_t>(*dim));
     if (__builtin_mul_overflow(elements, *dim, &elements)) overflow = true;
@@ -256,13 +247,13 @@ inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::js
   const std::optional<std::uint64_t> begin = as_count((*offsets_it)[0]);
   const std::optional<std::uint64_t> end = as_count((*offsets_it)[1]);
   if (!begin || !end) {
-    fail(file, what, ": data_offsets ", excerpt(*offsets_it), " are not non-negative integers");
+    fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " are not non-negative integers");
   }
   if (*begin > *end) {
-    fail(file, what, ": data_offsets ", excerpt(*offsets_it), " end before they begin");
+    fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " end before they begin");
   }
   if (*end > data_size) {
-    fail(file, what, ": data_offsets ", excerpt(*offsets_it), " are out of range: the data section is ",
+    fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " are out of range: the data section is ",
          data_size, " bytes (truncated file?)");
   }
   // From here on begin and end fit in size_t (they are at most data_size).
@@ -270,7 +261,7 @@ inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::js
   info.end = static_cast<std::size_t>(*end);
   if (expected_bytes != *end - *begin) {
     fail(file, what, ": size mismatch: shape ", shape_to_string(info.shape), " of ", dtype_name(info.dtype),
-         " needs ", expected_bytes, " bytes but data_offsets ", excerpt(*offsets_it), " hold ", *end - *begin);
+         " needs ", expected_bytes, " bytes but data_offsets ", json_excerpt(*offsets_it), " hold ", *end - *begin);
   }
   return info;
 }

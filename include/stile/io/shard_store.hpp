@@ -218,16 +218,7 @@ inline std::optional<std::uint64_t> parse_hex64(std::string_view s) noexcept {
   return v;
 }
 
-// A JSON value for an error message, cut short (values come from the file).
-inline std::string excerpt(const nlohmann::json& value) {
-  constexpr std::size_t kMaxChars = 80;
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() > kMaxChars) {
-    text.resize(kMaxChars);
-    text += "...";
-  }
-  return text;
-}
+using io_detail::json_excerpt;
 
 inline std::string version_name(std::size_t layer, std::size_t shard, unsigned bits) {
   return concat("layer ", layer, " shard ", shard, " at ", bits, " bits");
@@ -332,20 +323,20 @@ inline const nlohmann::json& member(const nlohmann::json& obj, const char* key, 
 inline const nlohmann::json& object_member(const nlohmann::json& obj, const char* key, std::string_view where,
                                            const std::string& file) {
   const nlohmann::json& v = member(obj, key, where, file);
-  if (!v.is_object()) fail(file, where, ": \"", key, "\" must be a JSON object, got ", excerpt(v));
+  if (!v.is_object()) fail(file, where, ": \"", key, "\" must be a JSON object, got ", json_excerpt(v));
   return v;
 }
 
 inline const nlohmann::json& array_member(const nlohmann::json& obj, const char* key, std::string_view where,
                                           const std::string& file) {
   const nlohmann::json& v = member(obj, key, where, file);
-  if (!v.is_array()) fail(file, where, ": \"", key, "\" must be a JSON array, got ", excerpt(v));
+  if (!v.is_array()) fail(file, where, ": \"", key, "\" must be a JSON array, got ", json_excerpt(v));
   return v;
 }
 
 inline std::uint64_t u64_value(const nlohmann::json& v, std::string_view name, std::string_view where,
                                const std::string& file) {
-  if (!v.is_number_unsigned()) fail(file, where, ": ", name, " must be a non-negative integer, got ", excerpt(v));
+  if (!v.is_number_unsigned()) fail(file, where, ": ", name, " must be a non-negative integer, got ", json_excerpt(v));
   return v.get<std::uint64_t>();
 }
 
@@ -358,12 +349,12 @@ inline std::uint64_t checksum_member(const nlohmann::json& obj, std::string_view
   const nlohmann::json& v = member(obj, "checksum", where, file);
   const std::optional<std::uint64_t> c =
       v.is_string() ? parse_hex64(v.get_ref<const std::string&>()) : std::nullopt;
-  if (!c) fail(file, where, ": \"checksum\" must be 16 lowercase hex digits (XXH3-64), got ", excerpt(v));
+  if (!c) fail(file, where, ": \"checksum\" must be 16 lowercase hex digits (XXH3-64), got ", json_excerpt(v));
   return *c;
 }
 
 inline ShardStoreSection section_value(const nlohmann::json& v, std::string_view where, const std::string& file) {
-  if (!v.is_object()) fail(file, where, ": must be a JSON object {offset, size, checksum}, got ", excerpt(v));
+  if (!v.is_object()) fail(file, where, ": must be a JSON object {offset, size, checksum}, got ", json_excerpt(v));
   return {u64_member(v, "offset", where, file), u64_member(v, "size", where, file), checksum_member(v, where, file)};
 }
 
@@ -442,7 +433,7 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
   info.dictionary.reserve(centroids);
   for (const nlohmann::json& x : dict) {
     const float f = x.is_number() ? static_cast<float>(x.get<double>()) : std::numeric_limits<float>::quiet_NaN();
-    if (!std::isfinite(f)) fail(file, where, ": dictionary entry ", excerpt(x), " is not a finite float");
+    if (!std::isfinite(f)) fail(file, where, ": dictionary entry ", json_excerpt(x), " is not a finite float");
     info.dictionary.push_back(f);
   }
 
@@ -480,7 +471,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
 
   const nlohmann::json& format = member(root, "format", top, file);
   if (!format.is_string() || format.get_ref<const std::string&>() != kShardStoreFormatName) {
-    fail(file, "the manifest's \"format\" is ", excerpt(format), ", not \"", kShardStoreFormatName, "\"");
+    fail(file, "the manifest's \"format\" is ", json_excerpt(format), ", not \"", kShardStoreFormatName, "\"");
   }
   const std::uint64_t version = u64_member(root, "version", top, file);
   if (version != h.version) {
@@ -508,11 +499,11 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   for (const nlohmann::json& b : bits) {
     const std::uint64_t raw = b.is_number_unsigned() ? b.get<std::uint64_t>() : 0;
     if (raw > 32 || !quant::is_supported_bits(static_cast<unsigned>(raw))) {
-      fail(file, "the manifest's \"bits\" holds ", excerpt(b), ", not a supported bitwidth (2..6 or 32)");
+      fail(file, "the manifest's \"bits\" holds ", json_excerpt(b), ", not a supported bitwidth (2..6 or 32)");
     }
     const auto value = static_cast<unsigned>(raw);
     if (!m.bits.empty() && value <= m.bits.back()) {
-      fail(file, "the manifest's \"bits\" ", excerpt(bits), " is not strictly increasing");
+      fail(file, "the manifest's \"bits\" ", json_excerpt(bits), " is not strictly increasing");
     }
     m.bits.push_back(value);
   }

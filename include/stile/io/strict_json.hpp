@@ -14,6 +14,17 @@
 
 namespace stile::io_detail {
 
+// A JSON value for an error message, cut short: a hostile file may hold megabytes in one value.
+inline std::string json_excerpt(const nlohmann::json& value) {
+  constexpr std::size_t kMaxChars = 80;
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > kMaxChars) {
+    text.resize(kMaxChars);
+    text += "...";
+  }
+  return text;
+}
+
 inline nlohmann::json parse_strict_json(std::string_view text, int max_depth, std::string_view file,
                                         std::string_view document) {
   std::vector<std::unordered_set<std::string>> keys_per_object;

@@ -1,9 +1,9 @@
 #pragma once
 // Multi-head self-attention over a batch of sequences packed back to back (no padding rows):
 // for each (sequence, head), scores = Q_h K_h^T, P = softmax(scale * scores), ctx_h = P V_h, with
-// scale = 1/sqrt(head_dim) or 1 when Q was pre-scaled at load (the fp32 model does that). Q, K and V are read in place from the fused QKV
-// activations through the GEMM's strides and codecs, and ctx_h is written in place into its
-// columns of ctx: no head split or merge copies.
+// scale = 1/sqrt(head_dim), or 1 when Q was pre-scaled at load (the fp32 model does that). Q, K
+// and V are read in place from the fused QKV activations through the GEMM's strides and codecs,
+// and ctx_h is written in place into its columns of ctx: no head split or merge copies.
 #include <cstddef>
 #include <span>
 
@@ -13,6 +13,20 @@
 #include "stile/kernels/rowwise.hpp"
 
 namespace stile {
+
+// One head for `rows` queries against all s keys of their sequence: scores [rows x s] (row stride
+// s, the caller's buffer), softmax rows complete, ctx_h [rows x head_dim] (row stride ld_ctx) =
+// P V_h. Q_h, K_h, V_h are column slices read in place (strides ld_q, ld_kv). Single-threaded: the
+// callers parallelize over heads or query tiles. ctx may alias q (the scores GEMM is done with
+// Q_h before ctx_h is written).
+inline void attention_head(const float* q, std::size_t ld_q, const float* k, const float* v, std::size_t ld_kv,
+                           std::size_t rows, std::size_t s, std::size_t head_dim, float scale, float* scores,
+                           float* ctx, std::size_t ld_ctx) {
+  ThreadPool& serial = single_thread_pool();
+  gemm(rows, q, ld_q, DenseF32(k, s, head_dim, ld_kv), scores, s, epilogue::None{}, &serial);
+  softmax_rows(scores, rows, s, s, scale);
+  gemm(rows, scores, s, DenseF32Transposed(v, head_dim, s, ld_kv), ctx, ld_ctx, epilogue::None{}, &serial);
+}
 
 // qkv: [tokens x 3d] (row stride ld_qkv), Q at column 0, K at d, V at 2d; head h uses columns
 // [h * head_dim, (h + 1) * head_dim) of each. seq_offsets: n + 1 row offsets of the sequences.
@@ -30,13 +44,8 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     static thread_local AlignedBuffer<float> scores;
     scores.resize(s * s);
     const float* q = qkv + begin * ld_qkv + h * head_dim;
-    const float* k = q + d;
-    const float* v = q + 2 * d;
-    ThreadPool& serial = single_thread_pool();
-    gemm(s, q, ld_qkv, DenseF32(k, s, head_dim, ld_qkv), scores.data(), s, epilogue::None{}, &serial);
-    softmax_rows(scores.data(), s, s, s, scale);
-    gemm(s, scores.data(), s, DenseF32Transposed(v, head_dim, s, ld_qkv),
-         ctx + begin * ld_ctx + h * head_dim, ld_ctx, epilogue::None{}, &serial);
+    attention_head(q, ld_qkv, q + d, q + 2 * d, ld_qkv, s, s, head_dim, scale, scores.data(),
+                   ctx + begin * ld_ctx + h * head_dim, ld_ctx);
   });
 }
 

@@ -32,6 +32,7 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/rowwise.hpp"
+#include "stile/ops/attention.hpp"
 #include "stile/ops/layer_view.hpp"
 
 namespace stile {
@@ -82,16 +83,13 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
     gemm(tokens, x, d, w.kv, kv.data(), 2 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
     ThreadPool& serial = single_thread_pool();
 
-    // Head h of a query tile of `rows` tokens of a sequence of s tokens starting at `begin`: scores
-    // [rows x s] in this worker's slice, softmax, ctx_h = P V_h. ctx_h overwrites Q_h in the tile's
-    // Q/ctx buffer: the scores GEMM has consumed Q_h before, and heads own disjoint columns.
+    // Head h of a query tile of `rows` tokens of a sequence of s tokens starting at `begin`, with
+    // this worker's score slice. ctx_h overwrites Q_h in the tile's Q/ctx buffer: the scores GEMM
+    // has consumed Q_h before, and heads own disjoint columns.
     auto head = [&](std::size_t h, std::size_t worker, std::size_t begin, std::size_t s, std::size_t rows, float* qc) {
-      float* sc = scores.data() + worker * tq * longest;
       const float* k = kv.data() + begin * 2 * da + h * hd;
-      const float* v = k + da;
-      gemm(rows, qc + h * hd, da, DenseF32(k, s, hd, 2 * da), sc, s, epilogue::None{}, &serial);
-      softmax_rows(sc, rows, s, s, w.attn_scale);
-      gemm(rows, sc, s, DenseF32Transposed(v, hd, s, 2 * da), qc + h * hd, da, epilogue::None{}, &serial);
+      attention_head(qc + h * hd, da, k, k + da, 2 * da, rows, s, hd, w.attn_scale,
+                     scores.data() + worker * tq * longest, qc + h * hd, da);
     };
     // The whole tile: Q projection, every head, output projection with bias and residual in place
     // over the tile's rows of x (later tiles read only K and V), LayerNorm of those rows.
