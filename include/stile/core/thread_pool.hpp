@@ -20,17 +20,40 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 #include "stile/core/error.hpp"
 
 namespace stile {
 
+// Tells the scheduler that the calling thread is CPU-bound (Linux: SCHED_BATCH, which needs no
+// privilege): it then never preempts a running thread when it wakes. The pipeline's compute
+// threads use it so that they take every core without delaying the IO thread, which needs a core
+// only for the moment it takes to issue the next read (on a 2-core board, waking compute workers
+// otherwise preempt it for a whole time slice, milliseconds, while the storage sits idle).
+inline void mark_thread_cpu_bound() noexcept {
+#if defined(__linux__)
+  sched_param param{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);  // best effort
+#endif
+}
+
 class ThreadPool {
  public:
-  // num_threads counts the caller; 0 means one per core.
-  explicit ThreadPool(std::size_t num_threads = 0) {
+  // num_threads counts the caller; 0 means one per core. cpu_bound_workers: the workers call
+  // mark_thread_cpu_bound() (the caller's thread is left as it is).
+  explicit ThreadPool(std::size_t num_threads = 0, bool cpu_bound_workers = false) {
     if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
     num_workers_ = num_threads;
-    for (std::size_t w = 1; w < num_threads; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+    for (std::size_t w = 1; w < num_threads; ++w) {
+      threads_.emplace_back([this, w, cpu_bound_workers] {
+        if (cpu_bound_workers) mark_thread_cpu_bound();
+        worker_loop(w);
+      });
+    }
   }
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -825,7 +825,20 @@ class ShardStore {
       shard_store_detail::fail(name_, what, ": the buffer is not ", kShardSectionAlign, "-byte aligned");
     }
     const std::span<std::byte> bytes = out.first(static_cast<std::size_t>(info.size));
-    read_checked(info.offset, bytes, info.checksum, what);
+    read_exact(info.offset, bytes, what);
+    return view_version(layer, shard, bits, bytes);
+  }
+
+  // The view of one shard version whose bytes the caller read itself (the pipeline's read
+  // backends): checks their checksum (when checking is on) and inner structure. bytes.size() must
+  // be version_info(...).size; the view points into `bytes` and this store's dictionary copy.
+  ShardView view_version(std::size_t layer, std::size_t shard, unsigned bits, std::span<const std::byte> bytes) const {
+    const ShardVersionInfo& info = version_info(layer, shard, bits);
+    const std::string what = shard_store_detail::version_name(layer, shard, bits);
+    if (bytes.size() != info.size) {
+      shard_store_detail::fail(name_, what, ": ", bytes.size(), " bytes given, the version has ", info.size);
+    }
+    check_sum(bytes, info.checksum, what);
     return ShardView::parse(bytes, m_.shape, bits, info.dictionary, info.outliers,
                             shard_store_detail::concat(name_, ": ", what));
   }
@@ -865,6 +878,18 @@ class ShardStore {
   // Reads the word-embedding rows of ids into out ([ids.size() x hidden] floats), one pread per
   // row, each checked against the row checksum table.
   void read_word_rows(std::span<const std::int32_t> ids, float* out) const {
+    check_word_ids(ids);
+    const std::size_t d = m_.config.hidden;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto id = static_cast<std::size_t>(ids[i]);
+      const std::span<std::byte> row = std::as_writable_bytes(std::span(out + i * d, d));
+      read_exact(word_row_offset(id), row, shard_store_detail::concat("word-embedding row ", id));
+      check_word_row(id, row);
+    }
+  }
+
+  // For readers that fetch word rows themselves: every id must be a row of the table.
+  void check_word_ids(std::span<const std::int32_t> ids) const {
     const std::uint64_t rows = m_.word.rows;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= rows) {
@@ -872,20 +897,19 @@ class ShardStore {
                                  ") is outside the vocabulary of ", rows, " rows");
       }
     }
-    const std::size_t d = m_.config.hidden;
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const auto id = static_cast<std::uint64_t>(ids[i]);
-      const std::span<std::byte> row = std::as_writable_bytes(std::span(out + i * d, d));
-      const std::string what = shard_store_detail::concat("word-embedding row ", id);
-      read_exact(m_.word.offset + id * d * sizeof(float), row, what);
-      if (options_.verify_checksums) {
-        const std::uint32_t expected = row_checksums_[static_cast<std::size_t>(id)];
-        const std::uint32_t actual = shard_store_detail::row_checksum(row);
-        if (actual != expected) {
-          shard_store_detail::fail(name_, what, ": checksum mismatch (the table says ", expected,
-                                   ", the row hashes to ", actual, "): the file is damaged");
-        }
-      }
+  }
+  // Where row `id` (hidden floats) starts in the file; id must have passed check_word_ids.
+  std::uint64_t word_row_offset(std::size_t id) const noexcept {
+    return m_.word.offset + static_cast<std::uint64_t>(id) * m_.config.hidden * sizeof(float);
+  }
+  // Compares a row's bytes with the row checksum table (when checking is on).
+  void check_word_row(std::size_t id, std::span<const std::byte> row) const {
+    if (!options_.verify_checksums) return;
+    const std::uint32_t expected = row_checksums_[id];
+    const std::uint32_t actual = shard_store_detail::row_checksum(row);
+    if (actual != expected) {
+      shard_store_detail::fail(name_, "word-embedding row ", id, ": checksum mismatch (the table says ", expected,
+                               ", the row hashes to ", actual, "): the file is damaged");
     }
   }
 
@@ -954,8 +978,12 @@ class ShardStore {
   void read_checked(std::uint64_t offset, std::span<std::byte> out, std::uint64_t checksum,
                     std::string_view what) const {
     read_exact(offset, out, what);
+    check_sum(out, checksum, what);
+  }
+
+  void check_sum(std::span<const std::byte> bytes, std::uint64_t checksum, std::string_view what) const {
     if (!options_.verify_checksums) return;
-    const std::uint64_t actual = shard_store_detail::xxh3(out);
+    const std::uint64_t actual = shard_store_detail::xxh3(bytes);
     if (actual != checksum) {
       shard_store_detail::fail(name_, what, ": checksum mismatch (the manifest says ", shard_store_detail::hex64(checksum),
                                ", the bytes hash to ", shard_store_detail::hex64(actual), "): the file is damaged");

@@ -27,6 +27,28 @@
 
 namespace stile {
 
+// Throws stile::Error unless `plan` is a submodel of `store`: at most its layers, each layer with
+// at least one shard, every shard existing, chosen once, at a bitwidth the store has.
+inline void check_submodel_plan(const ShardStore& store, const SubmodelPlan& plan) {
+  const std::size_t layers = store.num_layers(), shards = store.shards_per_layer();
+  require(plan.layers.size() <= layers, "submodel plan: " + std::to_string(plan.layers.size()) +
+                                            " layers, the model has " + std::to_string(layers));
+  for (std::size_t l = 0; l < plan.layers.size(); ++l) {
+    const auto& layer = plan.layers[l];
+    const std::string where = "submodel plan: layer " + std::to_string(l);
+    require(!layer.empty(), where + " has no shards");
+    std::vector<bool> seen(shards, false);
+    for (const ShardChoice& s : layer) {
+      require(s.shard < shards, where + ": shard " + std::to_string(s.shard) + " does not exist (" +
+                                    std::to_string(shards) + " shards per layer)");
+      require(!seen[s.shard], where + ": shard " + std::to_string(s.shard) + " is chosen twice");
+      seen[s.shard] = true;
+      require(store.has_bits(s.bits), where + ": shard " + std::to_string(s.shard) + " at " +
+                                          std::to_string(s.bits) + " bits is not in the store");
+    }
+  }
+}
+
 // How to run a request: threads, and the layer operators' tiles (untiled by default).
 struct EncodeOptions {
   ThreadPool* pool = nullptr;  // null: the default pool
@@ -53,7 +75,7 @@ class ShardedBert {
     ThreadPool& threads = options.pool != nullptr ? *options.pool : default_thread_pool();
     const BertConfig& c = config();
     const std::size_t d = c.hidden;
-    check_plan(plan);
+    check_submodel_plan(store_, plan);
     std::vector<std::size_t> lengths, offsets{0};
     std::vector<std::int32_t> ids;
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -99,28 +121,6 @@ class ShardedBert {
   }
 
  private:
-  void check_plan(const SubmodelPlan& plan) const {
-    const BertConfig& c = config();
-    require(plan.layers.size() <= c.num_layers, "submodel plan: " + std::to_string(plan.layers.size()) +
-                                                    " layers, the model has " + std::to_string(c.num_layers));
-    for (std::size_t l = 0; l < plan.layers.size(); ++l) {
-      const auto& layer = plan.layers[l];
-      const std::string where = "submodel plan: layer " + std::to_string(l);
-      require(!layer.empty(), where + " has no shards");
-      std::vector<bool> seen(shards_per_layer(), false);
-      for (const ShardChoice& s : layer) {
-        require(s.shard < shards_per_layer(), where + ": shard " + std::to_string(s.shard) + " does not exist (" +
-                                                  std::to_string(shards_per_layer()) + " shards per layer)");
-        require(!seen[s.shard], where + ": shard " + std::to_string(s.shard) + " is chosen twice");
-        seen[s.shard] = true;
-        const auto& stored = store_.bits();
-        require(std::find(stored.begin(), stored.end(), s.bits) != stored.end(),
-                where + ": shard " + std::to_string(s.shard) + " at " + std::to_string(s.bits) +
-                    " bits is not in the store");
-      }
-    }
-  }
-
   ShardStore store_;
   EmbeddingResident embeddings_;
   std::vector<LayerResident> residents_;

@@ -1,0 +1,512 @@
+#pragma once
+// The elastic engine: a shard store streamed through the layer pipeline. Per request it plans a
+// submodel (or takes the caller's), reads the word-embedding rows of the request's tokens, then
+// runs the layers with IO of layer k+1 overlapping compute of layer k (pipeline/), the GEMMs
+// decoding the quantized shards panel by panel. Shards in the preload buffer are not read again.
+//
+//   Engine engine("model.stile", {.storage = "emmc", .preload_bytes = 1 << 20}, DeviceProfile::load(p));
+//   engine.set_target_ms(30);
+//   EngineResult r = engine.run("a charming and moving film");  // r.embedding, r.plan, r.timeline
+//   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
+//
+// Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
+// position and token-type embeddings), the tokenizer's vocabulary and the preload buffer. During a
+// request, also the working buffer: `slots` layers' compressed shards, the word rows read, the
+// activations and the layer's workspace (released after the request unless keep_working_buffer).
+//
+// Thread safety: requests and setters may come from any thread; they take turns (a setter called
+// during a request takes effect when that request ends).
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "stile/core/aligned_buffer.hpp"
+#include "stile/core/arena.hpp"
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/file_error.hpp"
+#include "stile/io/read_backend.hpp"
+#include "stile/io/shard_store.hpp"
+#include "stile/io/storage_emulator.hpp"
+#include "stile/io/wordpiece.hpp"
+#include "stile/kernels/rowwise.hpp"
+#include "stile/model/bert_model.hpp"
+#include "stile/model/embeddings.hpp"
+#include "stile/model/sharded_bert.hpp"
+#include "stile/model/submodel.hpp"
+#include "stile/ops/sharded_layer.hpp"
+#include "stile/pipeline/executor.hpp"
+#include "stile/pipeline/layer_pipeline.hpp"
+#include "stile/pipeline/preload_buffer.hpp"
+#include "stile/pipeline/timeline.hpp"
+#include "stile/plan/device_profile.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
+
+namespace stile {
+
+struct EngineOptions {
+  ReadBackendOptions backend{};      // io_uring with O_DIRECT by default (falls back, see backend_note())
+  std::string storage = "none";      // storage emulator profile: emmc, sd, nvme, none
+  double target_ms = 0;              // the planner's latency target; <= 0: none (highest bitwidth)
+  std::size_t preload_bytes = 0;     // the preload buffer's budget
+  std::size_t threads = 0;           // compute threads (0: one per core)
+  LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
+  std::size_t layers_in_flight = 2;  // working-buffer slots: IO runs at most this many layers ahead
+  PipelineMode mode = PipelineMode::pipelined;
+  bool keep_working_buffer = false;  // keep it allocated between requests (no allocation per request)
+  std::size_t max_tokens = 256;      // the tokenizer's truncation ([CLS] and [SEP] included)
+  Pooling pooling = Pooling::kMean;  // all-MiniLM-L6-v2: mean pooling, then L2 normalization
+  bool normalize = true;
+};
+
+// A linear classifier over the pooled embedding: logits = W e + b.
+struct LinearHead {
+  std::vector<std::string> labels;  // one per class
+  std::vector<float> weight;        // [classes x hidden], row-major
+  std::vector<float> bias;          // [classes]
+};
+
+struct EngineResult {
+  std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding
+  std::vector<float> logits;         // [classes] when a head is set
+  std::optional<std::size_t> label;  // argmax of the logits when a head is set
+  std::size_t tokens = 0;
+  SubmodelPlan plan;
+  Timeline timeline;
+  std::size_t working_buffer_bytes = 0;  // the working buffer's size during this request
+  std::size_t preload_held_bytes = 0;    // the preload buffer after this request
+};
+
+class Engine {
+ public:
+  Engine(const std::filesystem::path& store_path, EngineOptions options = {},
+         std::optional<DeviceProfile> profile = std::nullopt)
+      : options_(std::move(options)),
+        store_(ShardStore::open(store_path)),
+        backend_(open_backend(store_path, options_, backend_note_)),
+        profile_(std::move(profile)),
+        embeddings_(store_.read_embeddings()),
+        tokenizer_(Vocab::parse(store_.read_vocab(), store_.name()),
+                   WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
+        pool_(options_.threads, /*cpu_bound_workers=*/true),
+        preload_(options_.preload_bytes) {
+    require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
+    for (std::size_t l = 0; l < store_.num_layers(); ++l) residents_.push_back(store_.read_resident(l));
+    if (profile_) check_profile(*profile_);
+  }
+
+  const ShardStore& store() const noexcept { return store_; }
+  const BertConfig& config() const noexcept { return store_.config(); }
+  const EngineOptions& options() const noexcept { return options_; }
+  const WordPieceTokenizer& tokenizer() const noexcept { return tokenizer_; }
+  std::string backend_description() const { return backend_->describe(); }
+  // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
+  const std::string& backend_note() const noexcept { return backend_note_; }
+  const std::optional<DeviceProfile>& profile() const noexcept { return profile_; }
+
+  void set_target_ms(double target_ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    options_.target_ms = target_ms;
+  }
+  double target_ms() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return options_.target_ms;
+  }
+  // Shrinking evicts at once, from the top layers down; growing is filled by the next requests'
+  // reads (or preload_now()).
+  void set_preload_budget(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    options_.preload_bytes = bytes;
+    preload_.set_budget(bytes);
+  }
+  void set_head(LinearHead head) {
+    require(!head.labels.empty() && head.weight.size() == head.labels.size() * config().hidden &&
+                head.bias.size() == head.labels.size(),
+            "engine: the classification head's sizes do not match its labels and the model's hidden size");
+    std::lock_guard<std::mutex> lock(mutex_);
+    head_ = std::move(head);
+  }
+  std::vector<ShardKey> preloaded() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return preload_.keys();
+  }
+  std::size_t preload_held_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return preload_.held_bytes();
+  }
+  // Bytes the working buffer holds now (zero between requests unless keep_working_buffer).
+  std::size_t working_buffer_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return working_bytes();
+  }
+
+  // The plan for a request of `tokens` tokens: until the two-stage planner lands, the whole model
+  // at the highest bitwidth whose estimated time fits the target (needs a device profile when a
+  // target is set; without one, the highest bitwidth).
+  SubmodelPlan plan_for(std::size_t tokens) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plan_locked(tokens);
+  }
+
+  EngineResult run(std::string_view text) { return run(tokenizer_.encode(text)); }
+  EngineResult run(const Encoding& tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
+    return run_locked(tokens, plan_locked(len));
+  }
+  EngineResult run(const Encoding& tokens, const SubmodelPlan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return run_locked(tokens, plan);
+  }
+
+  // Reads what the preload buffer should hold for `plan` and is missing, now (before the first
+  // request, say), through the same backend.
+  void preload_now(const SubmodelPlan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check_submodel_plan(store_, plan);
+    const std::set<ShardKey> wanted = preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
+    preload_.retain_only(wanted);
+    for (std::size_t l = 0; l < plan.layers.size(); ++l) {
+      std::vector<ShardChoice> missing;
+      for (const ShardChoice& c : plan.layers[l]) {
+        if (wanted.count({l, c.shard, c.bits}) != 0 && !preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
+      }
+      if (missing.empty()) continue;
+      AlignedBuffer<std::byte, 4096> buffer(layer_read_bytes(l, missing));
+      LayerTimes ignored;
+      const std::vector<ReadVersion> read = read_versions(l, missing, buffer.span(), ignored, Clock::now());
+      for (std::size_t i = 0; i < missing.size(); ++i) keep_preloaded(l, missing[i], read[i].bytes);
+    }
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using SlotBuffer = AlignedBuffer<std::byte, 4096>;
+
+  static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
+                                                   std::string& note) {
+    std::unique_ptr<ReadBackend> backend = open_read_backend(path, o.backend, &note);
+    return emulate_storage(std::move(backend), storage_profile(o.storage));
+  }
+
+  void check_profile(const DeviceProfile& p) const {
+    const std::string where = "engine: the device profile (made on " + p.machine.value("store", std::string("?")) + ")";
+    require(p.num_layers == store_.num_layers() && p.shards_per_layer == store_.shards_per_layer(),
+            where + " is for " + std::to_string(p.num_layers) + " layers x " + std::to_string(p.shards_per_layer) +
+                " shards, the store " + store_.name() + " has " + std::to_string(store_.num_layers()) + " x " +
+                std::to_string(store_.shards_per_layer()));
+    require(p.bits == store_.bits(), where + " has other bitwidths than the store " + store_.name());
+  }
+
+  SubmodelPlan plan_locked(std::size_t tokens) const {
+    const unsigned top = store_.bits().back();
+    if (!profile_) {
+      require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
+      return SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), top);
+    }
+    return plan_whole_model(*profile_, tokens, options_.target_ms, slots_for(store_.num_layers()),
+                            options_.preload_bytes);
+  }
+
+  std::size_t version_bytes(const ShardKey& k) const {
+    return static_cast<std::size_t>(store_.version_info(k.layer, k.shard, k.bits).size);
+  }
+
+  std::size_t slots_for(std::size_t layers) const {
+    if (options_.mode == PipelineMode::load_then_execute) return std::max<std::size_t>(layers, 1);
+    return std::clamp<std::size_t>(options_.layers_in_flight, 1, std::max<std::size_t>(layers, 1));
+  }
+
+
+  // Bytes a read of these versions of layer l takes in a buffer (each rounded to the backend's
+  // alignment, so every version starts aligned for O_DIRECT).
+  std::size_t layer_read_bytes(std::size_t l, std::span<const ShardChoice> choices) const {
+    std::size_t bytes = 0;
+    for (const ShardChoice& c : choices) bytes += round_to_alignment(store_.version_info(l, c.shard, c.bits).size);
+    return bytes;
+  }
+  std::size_t round_to_alignment(std::uint64_t bytes) const {
+    const std::size_t a = backend_->alignment();
+    return static_cast<std::size_t>((bytes + a - 1) / a * a);
+  }
+
+  struct ReadVersion {
+    ShardView view;
+    std::span<const std::byte> bytes;  // in the buffer it was read into
+  };
+
+  // Reads `choices` of layer l into `buffer` (in file order, one read per contiguous run), then
+  // checks each version; returns them in the order of `choices`. Stamps times.read_end_ms (ms
+  // from `start`) between reading and checking.
+  std::vector<ReadVersion> read_versions(std::size_t l, std::span<const ShardChoice> choices,
+                                         std::span<std::byte> buffer, LayerTimes& times,
+                                         Clock::time_point start) const {
+    struct Version {
+      std::size_t choice;
+      std::uint64_t offset;
+      std::size_t size, rounded, at;  // at: its place in `buffer`
+    };
+    std::vector<Version> order;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      const ShardVersionInfo& info = store_.version_info(l, choices[i].shard, choices[i].bits);
+      order.push_back({i, info.offset, static_cast<std::size_t>(info.size), round_to_alignment(info.size), 0});
+    }
+    std::sort(order.begin(), order.end(), [](const Version& a, const Version& b) { return a.offset < b.offset; });
+    std::vector<ReadRequest> runs;
+    std::vector<std::size_t> run_needs;  // bytes of each run that hold versions (the rest is padding)
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      Version& v = order[i];
+      v.at = at;
+      const bool continues = i > 0 && order[i - 1].offset + order[i - 1].rounded == v.offset;
+      if (continues) {
+        runs.back().out = buffer.subspan(runs.back().out.data() - buffer.data(), runs.back().out.size() + v.rounded);
+        run_needs.back() = v.at + v.size - static_cast<std::size_t>(runs.back().out.data() - buffer.data());
+      } else {
+        runs.push_back({v.offset, buffer.subspan(at, v.rounded)});
+        run_needs.push_back(v.size);
+      }
+      at += v.rounded;
+    }
+    std::vector<std::size_t> got(runs.size(), 0);
+    try {
+      backend_->read(runs, got);
+    } catch (const std::system_error& e) {
+      io_detail::fail_in_file(store_.name(), "reading the shards of layer ", l, ": ", e.code().message());
+    }
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      if (got[r] < run_needs[r]) {
+        io_detail::fail_in_file(store_.name(), "reading the shards of layer ", l, ": got only ", got[r], " of the ",
+                                run_needs[r], " bytes at byte ", runs[r].offset,
+                                ": the file ended early (truncated after it was opened?)");
+      }
+      times.bytes_read += runs[r].out.size();
+    }
+    times.reads += runs.size();
+    times.shards_read += choices.size();
+    times.read_end_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    std::vector<ReadVersion> read(choices.size());
+    for (const Version& v : order) {
+      const ShardChoice& c = choices[v.choice];
+      read[v.choice].bytes = buffer.subspan(v.at, v.size);
+      read[v.choice].view = store_.view_version(l, c.shard, c.bits, read[v.choice].bytes);
+    }
+    return read;
+  }
+
+  void keep_preloaded(std::size_t l, const ShardChoice& c, std::span<const std::byte> bytes) {
+    preload_.insert({l, c.shard, c.bits}, bytes, [&](std::span<const std::byte> copy) {
+      return store_.view_version(l, c.shard, c.bits, copy);
+    });
+  }
+
+  // The word-embedding rows of `ids` into hidden, read through the backend: one read per
+  // distinct token, of the row's aligned block when the backend needs alignment.
+  void read_word_rows(std::span<const std::int32_t> ids, float* hidden, Timeline& timeline) {
+    store_.check_word_ids(ids);
+    const std::size_t row_bytes = config().hidden * sizeof(float);
+    const std::size_t a = backend_->alignment();
+    std::vector<std::int32_t> distinct(ids.begin(), ids.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const auto block_of = [&](std::int32_t id) {
+      const std::uint64_t offset = store_.word_row_offset(static_cast<std::size_t>(id));
+      const std::uint64_t start = offset / a * a;
+      return std::pair{start, round_to_alignment(offset + row_bytes - start)};
+    };
+    std::size_t bytes = 0;
+    for (const std::int32_t id : distinct) bytes += block_of(id).second;
+    word_rows_.resize(bytes);
+    std::vector<ReadRequest> requests;
+    for (std::size_t at = 0; const std::int32_t id : distinct) {
+      const auto [start, size] = block_of(id);
+      requests.push_back({start, word_rows_.span().subspan(at, size)});
+      at += size;
+    }
+    std::vector<std::size_t> got(requests.size(), 0);
+    try {
+      backend_->read(requests, got);
+    } catch (const std::system_error& e) {
+      io_detail::fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto id = static_cast<std::size_t>(ids[i]);
+      const auto q = static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), ids[i]) - distinct.begin());
+      const auto skip = static_cast<std::size_t>(store_.word_row_offset(id) - requests[q].offset);
+      if (got[q] < skip + row_bytes) {
+        io_detail::fail_in_file(store_.name(), "reading word-embedding row ", id,
+                                ": the file ended early (truncated after it was opened?)");
+      }
+      const std::span<const std::byte> row = requests[q].out.subspan(skip, row_bytes);
+      store_.check_word_row(id, row);
+      std::memcpy(hidden + i * config().hidden, row.data(), row_bytes);
+    }
+    for (const ReadRequest& q : requests) timeline.embed_bytes_read += q.out.size();
+  }
+
+  EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan) {
+    const Clock::time_point start = Clock::now();
+    const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
+    check_submodel_plan(store_, plan);
+    const BertConfig& c = config();
+    const std::size_t d = c.hidden;
+    const std::size_t len = checked_sequence_length(tokens, 0, c.max_position_embeddings);
+    check_token_ids(tokens, len, c);
+    require(len > 0, "engine: a request without tokens has no embedding");
+
+    EngineResult result;
+    result.plan = plan;
+    result.tokens = len;
+    Timeline& timeline = result.timeline;
+    timeline.storage = backend_->describe();
+    timeline.emulated = backend_->emulated();
+    timeline.mode = to_string(options_.mode);
+
+    // A failed request leaves the preload buffer holding only checked versions, and the working
+    // buffer released (unless kept).
+    struct Release {
+      Engine& e;
+      ~Release() {
+        if (!e.options_.keep_working_buffer) e.release_working_buffer();
+      }
+    } release{*this};
+
+    timeline.embed_start_ms = ms();
+    hidden_.resize(len * d);
+    read_word_rows(std::span(tokens.input_ids).first(len), hidden_.data(), timeline);
+    add_position_and_type(tokens, len, c, embeddings_.position.data(), embeddings_.token_type.data(), hidden_.data());
+    layer_norm_rows(hidden_.data(), len, d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
+                    c.layer_norm_eps);
+    timeline.embed_end_ms = ms();
+
+    const std::size_t n = plan.layers.size();
+    const std::size_t slots = slots_for(n);
+    const std::set<ShardKey> wanted = preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
+    std::size_t slot_bytes = 0;
+    for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_read_bytes(l, missing_of(l, plan)));
+    slots_.resize(slots);
+    for (SlotBuffer& s : slots_) {
+      if (s.size() < slot_bytes) s.resize(slot_bytes);
+    }
+    std::vector<std::vector<ShardView>> views(slots);
+    const std::size_t offsets[2] = {0, len};
+
+    LayerJobs jobs;
+    jobs.load = [&](std::size_t l, std::size_t slot, LayerTimes& t) {
+      const std::vector<ShardChoice> missing = missing_of(l, plan);
+      t.shards_preloaded = plan.layers[l].size() - missing.size();
+      std::vector<ReadVersion> read;
+      if (!missing.empty()) {
+        read = read_versions(l, missing, slots_[slot].span(), t, start);
+      } else {
+        t.read_end_ms = ms();
+      }
+      std::vector<ShardView>& v = views[slot];
+      v.clear();
+      std::size_t next = 0;
+      for (const ShardChoice& choice : plan.layers[l]) {
+        const ShardKey key{l, choice.shard, choice.bits};
+        if (const ShardView* held = preload_.find(key)) {
+          v.push_back(*held);
+        } else {
+          const ReadVersion& r = read[next++];
+          v.push_back(r.view);
+          if (wanted.count(key) != 0) keep_preloaded(l, choice, r.bytes);
+        }
+      }
+    };
+    jobs.compute = [&](std::size_t l, std::size_t slot) {
+      const LayerResident& r = residents_[l];
+      const ShardedLayer layer(store_.shard_shape(), views[slot],
+                               {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
+                                r.ln2_gamma.data(), r.ln2_beta.data()});
+      if (options_.tiles.query == 0) {
+        layer.run(c, hidden_.data(), offsets, ws_, pool_);
+      } else {
+        layer.run(c, hidden_.data(), offsets, options_.tiles, arena_, pool_);
+      }
+    };
+    LayerPipeline(io_, compute_).run(n, slots, options_.mode, jobs, start, timeline.layers);
+    preload_.retain_only(wanted);
+
+    result.embedding.resize(d);
+    pool_tokens(hidden_, len, d, options_.pooling, result.embedding);
+    if (options_.normalize) l2_normalize(result.embedding);
+    if (head_) {
+      const std::size_t classes = head_->labels.size();
+      result.logits.assign(head_->bias.begin(), head_->bias.end());
+      for (std::size_t k = 0; k < classes; ++k) {
+        for (std::size_t i = 0; i < d; ++i) result.logits[k] += head_->weight[k * d + i] * result.embedding[i];
+      }
+      result.label = static_cast<std::size_t>(std::max_element(result.logits.begin(), result.logits.end()) -
+                                              result.logits.begin());
+    }
+    result.working_buffer_bytes = working_bytes();
+    result.preload_held_bytes = preload_.held_bytes();
+    timeline.total_ms = ms();
+    return result;
+  }
+
+  std::vector<ShardChoice> missing_of(std::size_t l, const SubmodelPlan& plan) const {
+    std::vector<ShardChoice> missing;
+    for (const ShardChoice& c : plan.layers[l]) {
+      if (!preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
+    }
+    return missing;
+  }
+  std::size_t working_bytes() const {
+    std::size_t bytes = word_rows_.size() + hidden_.capacity() * sizeof(float) + arena_.capacity_bytes() +
+                        (ws_.qkv.size() + ws_.ctx.size() + ws_.ffn.size()) * sizeof(float);
+    for (const SlotBuffer& s : slots_) bytes += s.size();
+    return bytes;
+  }
+
+  void release_working_buffer() {
+    slots_.clear();
+    slots_.shrink_to_fit();
+    word_rows_ = SlotBuffer();
+    std::vector<float>().swap(hidden_);
+    ws_ = EncoderWorkspace();
+    arena_ = Arena();
+  }
+
+  EngineOptions options_;
+  ShardStore store_;
+  std::string backend_note_;
+  std::unique_ptr<ReadBackend> backend_;
+  std::optional<DeviceProfile> profile_;
+  EmbeddingResident embeddings_;
+  std::vector<LayerResident> residents_;
+  WordPieceTokenizer tokenizer_;
+  std::optional<LinearHead> head_;
+  ThreadPool pool_;
+  PreloadBuffer preload_;
+  mutable std::mutex mutex_;  // one request at a time; setters wait for it
+
+  // The working buffer.
+  std::vector<SlotBuffer> slots_;
+  SlotBuffer word_rows_;
+  std::vector<float> hidden_;
+  EncoderWorkspace ws_;
+  Arena arena_;
+
+  // Last: the executors' threads stop before anything they might touch is destroyed.
+  Executor io_{"io"};
+  Executor compute_{"compute", mark_thread_cpu_bound};
+};
+
+}  // namespace stile

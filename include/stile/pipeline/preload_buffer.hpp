@@ -1,0 +1,123 @@
+#pragma once
+// The preload buffer: shard versions kept in memory between requests, so a cold request's first
+// layers start computing at once instead of waiting for storage. Its byte budget may change at any
+// time; shrinking it evicts from the top layers down (the first layers are the ones whose loading
+// nothing can hide). Which shards it should hold is the planner's call (preload_set below); the
+// engine fills it from the reads a request makes anyway, so filling costs no extra IO.
+#include <algorithm>
+#include <compare>
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "stile/core/aligned_buffer.hpp"
+#include "stile/model/shard_view.hpp"
+#include "stile/model/submodel.hpp"
+
+namespace stile {
+
+// One shard version of one layer.
+struct ShardKey {
+  std::size_t layer = 0;
+  std::size_t shard = 0;
+  unsigned bits = 0;
+  auto operator<=>(const ShardKey&) const = default;
+};
+
+class PreloadBuffer {
+ public:
+  using Bytes = AlignedBuffer<std::byte, 4096>;
+
+  explicit PreloadBuffer(std::size_t budget_bytes = 0) : budget_(budget_bytes) {}
+
+  std::size_t budget_bytes() const noexcept { return budget_; }
+  std::size_t held_bytes() const noexcept { return held_; }
+  std::size_t size() const noexcept { return entries_.size(); }
+
+  // Sets the budget and evicts, from the top layer down (the last shard of a layer first), until
+  // what is held fits. Returns how many versions were evicted.
+  std::size_t set_budget(std::size_t budget_bytes) {
+    budget_ = budget_bytes;
+    std::size_t evicted = 0;
+    while (held_ > budget_ && !entries_.empty()) {
+      erase(std::prev(entries_.end()));
+      ++evicted;
+    }
+    return evicted;
+  }
+
+  // The view of a held version, or null.
+  const ShardView* find(const ShardKey& key) const {
+    const auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second.view;
+  }
+  bool contains(const ShardKey& key) const { return entries_.count(key) != 0; }
+
+  // Keeps a copy of a version's `bytes` (size_bytes of them count against the budget) with its
+  // view re-pointed by `view_into` (a function of the new bytes). False, nothing kept, when it
+  // does not fit.
+  template <class ViewInto>
+  bool insert(const ShardKey& key, std::span<const std::byte> bytes, ViewInto&& view_into) {
+    if (contains(key)) return true;
+    if (held_ + bytes.size() > budget_) return false;
+    Entry e;
+    e.bytes.resize(bytes.size());
+    std::copy(bytes.begin(), bytes.end(), e.bytes.data());
+    e.view = view_into(std::span<const std::byte>(e.bytes.data(), bytes.size()));
+    held_ += bytes.size();
+    entries_.emplace(key, std::move(e));
+    return true;
+  }
+
+  // Evicts every version not in `keep`.
+  void retain_only(const std::set<ShardKey>& keep) {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = keep.count(it->first) != 0 ? std::next(it) : erase(it);
+    }
+  }
+
+  std::vector<ShardKey> keys() const {
+    std::vector<ShardKey> k;
+    for (const auto& [key, entry] : entries_) k.push_back(key);
+    return k;
+  }
+
+ private:
+  struct Entry {
+    Bytes bytes;
+    ShardView view;  // points into bytes (heap memory: stays valid when the entry moves)
+  };
+  using Map = std::map<ShardKey, Entry>;  // ordered by layer, then shard: eviction takes the back
+
+  Map::iterator erase(Map::iterator it) {
+    held_ -= it->second.bytes.size();
+    return entries_.erase(it);
+  }
+
+  std::size_t budget_;
+  std::size_t held_ = 0;
+  Map entries_;
+};
+
+// The versions a plan wants preloaded under a budget: its shards in layer order (each layer's in
+// plan order), as many from the start as fit. `bytes_of` gives a version's size.
+template <class BytesOf>
+std::set<ShardKey> preload_set(const SubmodelPlan& plan, std::size_t budget_bytes, BytesOf&& bytes_of) {
+  std::set<ShardKey> set;
+  std::size_t used = 0;
+  for (std::size_t l = 0; l < plan.layers.size(); ++l) {
+    for (const ShardChoice& c : plan.layers[l]) {
+      const ShardKey key{l, c.shard, c.bits};
+      const std::size_t bytes = bytes_of(key);
+      if (used + bytes > budget_bytes) return set;
+      used += bytes;
+      set.insert(key);
+    }
+  }
+  return set;
+}
+
+}  // namespace stile

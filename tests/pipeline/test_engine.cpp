@@ -1,0 +1,259 @@
+// The engine on all-MiniLM-L6-v2 converted on the spot (4 and 32 bits): a plan run through the
+// pipeline against the same submodel run in memory (ShardedBert), the timeline's overlap under
+// the eMMC emulator, the preload buffer's eviction and refill, and failed reads (a damaged shard,
+// a file truncated while the engine is open) that fail one request and not the next. Skipped with
+// a warning when the default model is not in its cache.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "stile/engine.hpp"
+#include "stile/model/shard_converter.hpp"
+#include "stile/model/sharded_bert.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path model_dir() { return STILE_MODEL_DIR; }
+bool have_model() { return fs::exists(model_dir() / "model.safetensors"); }
+
+struct Converted {
+  fs::path dir, store;
+  Converted() {
+    dir = fs::temp_directory_path() / ("stile-test-engine-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    store = dir / "minilm.stile";
+    stile::ConvertOptions options;
+    options.bits = {4, 32};
+    stile::convert_checkpoint(model_dir(), store, options);
+  }
+  ~Converted() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+const Converted& converted() {
+  static const Converted c;
+  return c;
+}
+
+#define REQUIRE_MODEL()                                                                   \
+  if (!have_model()) {                                                                    \
+    WARN("skipped: the default model is not in " << model_dir() << " (scripts/fetch-model)"); \
+    return;                                                                               \
+  }
+
+// The reference: the same submodel run in memory, pooled and normalized as the engine does.
+std::vector<float> in_memory(const stile::Encoding& e, const stile::SubmodelPlan& plan) {
+  static const stile::ShardedBert bert = stile::ShardedBert::open(converted().store);
+  std::vector<float> hidden;
+  const std::vector<std::size_t> lengths = bert.encode(std::span(&e, 1), hidden, plan);
+  std::vector<float> out(bert.config().hidden);
+  stile::pool_tokens(hidden, lengths[0], out.size(), stile::Pooling::kMean, out);
+  stile::l2_normalize(out);
+  return out;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  float most = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a[i] - b[i]));
+  return most;
+}
+
+// A request of exactly `tokens` tokens ([CLS] ... [SEP]).
+stile::Encoding tokens_of(const stile::Engine& engine, std::size_t tokens) {
+  std::string text;
+  while (engine.tokenizer().encode(text).size() < tokens) text += "the film is a charming and often affecting journey . ";
+  stile::Encoding e = engine.tokenizer().encode(text, tokens);
+  REQUIRE(e.size() == tokens);
+  return e;
+}
+
+stile::SubmodelPlan mixed_plan() {
+  stile::SubmodelPlan plan;
+  plan.layers = {{{3, 4}, {0, 32}, {7, 4}}, {{1, 4}, {2, 4}}, {{5, 32}, {11, 4}, {6, 4}, {0, 4}}, {{9, 4}}};
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("a plan run through the pipeline equals the same submodel run in memory", "[engine]") {
+  REQUIRE_MODEL();
+  for (const stile::ReadBackendKind kind : {stile::ReadBackendKind::automatic, stile::ReadBackendKind::pread}) {
+    for (const bool tiled : {false, true}) {
+      stile::EngineOptions options;
+      options.backend.kind = kind;
+      if (tiled) options.tiles = {16, 64};
+      stile::Engine engine(converted().store, options);
+      INFO(engine.backend_description() << (tiled ? ", tiled" : ", untiled"));
+      const stile::Encoding e = engine.tokenizer().encode("A man is playing a guitar on a quiet street.");
+      for (const stile::SubmodelPlan& plan : {stile::SubmodelPlan::uniform(6, 12, 4), mixed_plan()}) {
+        const stile::EngineResult r = engine.run(e, plan);
+        CHECK(max_abs_diff(r.embedding, in_memory(e, plan)) <= 1e-6f);
+        CHECK(r.timeline.layers.size() == plan.layers.size());
+        CHECK(r.working_buffer_bytes > 0);
+      }
+      CHECK(engine.working_buffer_bytes() == 0);  // released after each request
+    }
+  }
+}
+
+TEST_CASE("with storage slowed to eMMC speed, IO of layer k+1 overlaps compute of layer k", "[engine]") {
+  REQUIRE_MODEL();
+  stile::EngineOptions options;
+  options.storage = "emmc";
+  stile::Engine engine(converted().store, options);
+  const stile::Encoding e = tokens_of(engine, 128);
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(6, 12, 4);
+  const stile::EngineResult r = engine.run(e, plan);
+  const auto& t = r.timeline.layers;
+  CHECK(r.timeline.emulated);
+  CHECK(r.timeline.storage.find("emmc") != std::string::npos);
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    INFO("layer " << k);
+    CHECK(t[k].shards_read == 12);
+    CHECK(t[k].io_end_ms <= t[k].compute_start_ms);
+    if (k + 1 < t.size()) CHECK(t[k + 1].io_start_ms < t[k].compute_end_ms);
+  }
+  CHECK(r.timeline.stall_ms() > 0);  // at eMMC speed IO is the bottleneck
+  CHECK(max_abs_diff(r.embedding, in_memory(e, plan)) <= 1e-6f);
+
+  const nlohmann::json trace = stile::to_chrome_trace(r.timeline);
+  std::size_t computes = 0, reads = 0;
+  for (const auto& ev : trace["traceEvents"]) {
+    const std::string name = ev["name"];
+    computes += name.rfind("compute layer", 0) == 0;
+    reads += name.rfind("read layer", 0) == 0;
+  }
+  CHECK(computes == 6);
+  CHECK(reads == 6);
+
+  stile::EngineOptions sequential = options;
+  sequential.mode = stile::PipelineMode::load_then_execute;
+  stile::Engine baseline(converted().store, sequential);
+  const stile::EngineResult b = baseline.run(e, plan);
+  for (const stile::LayerTimes& l : b.timeline.layers) CHECK(b.timeline.layers.back().io_end_ms <= l.compute_start_ms);
+  CHECK(max_abs_diff(b.embedding, r.embedding) == 0.0f);
+}
+
+TEST_CASE("the preload buffer keeps the first shards, evicts from the top down, and requests read only what is missing",
+          "[engine]") {
+  REQUIRE_MODEL();
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(6, 12, 4);
+  const stile::ShardStore store = stile::ShardStore::open(converted().store);
+  std::size_t layer_bytes = 0;
+  for (std::size_t s = 0; s < 12; ++s) layer_bytes += store.version_info(0, s, 4).size;
+  stile::EngineOptions options;
+  options.preload_bytes = layer_bytes * 5 / 2;  // two and a half layers
+  stile::Engine engine(converted().store, options);
+  const stile::Encoding e = engine.tokenizer().encode("unflinchingly bleak and desperate");
+  const std::vector<float> expected = in_memory(e, plan);
+
+  const stile::EngineResult cold = engine.run(e, plan);
+  CHECK(cold.timeline.shards_read() == 72);
+  const std::vector<stile::ShardKey> held = engine.preloaded();
+  CHECK(held.size() >= 24);
+  CHECK(held.size() < 36);
+  CHECK(engine.preload_held_bytes() <= options.preload_bytes);
+
+  const stile::EngineResult warm = engine.run(e, plan);
+  CHECK(warm.timeline.shards_read() == 72 - held.size());
+  CHECK(warm.timeline.layers[0].shards_read == 0);
+  CHECK(warm.timeline.layers[0].shards_preloaded == 12);
+  CHECK(max_abs_diff(warm.embedding, expected) <= 1e-6f);
+
+  engine.set_preload_budget(layer_bytes);  // one layer: the top layers go first
+  const std::vector<stile::ShardKey> kept = engine.preloaded();
+  REQUIRE(!kept.empty());
+  CHECK(kept.size() <= 12);
+  for (const stile::ShardKey& k : kept) CHECK(k.layer == 0);
+  CHECK(std::equal(kept.begin(), kept.end(), held.begin()));  // a prefix of what was held
+
+  const stile::EngineResult after = engine.run(e, plan);
+  CHECK(after.timeline.shards_read() == 72 - kept.size());
+  CHECK(after.timeline.layers[0].shards_read == 12 - kept.size());
+  CHECK(after.timeline.layers[1].shards_read == 12);
+
+  engine.set_preload_budget(0);
+  CHECK(engine.preloaded().empty());
+  engine.set_preload_budget(layer_bytes * 2);
+  engine.preload_now(plan);
+  CHECK(engine.preloaded().size() == 24);
+  CHECK(engine.run(e, plan).timeline.shards_read() == 48);
+}
+
+TEST_CASE("a failed read fails that request with a clear error, and the next request on an intact store succeeds",
+          "[engine]") {
+  REQUIRE_MODEL();
+  const fs::path copy = converted().dir / "damaged.stile";
+  fs::copy_file(converted().store, copy, fs::copy_options::overwrite_existing);
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(6, 12, 4);
+  stile::Engine engine(copy);
+  const stile::Encoding e = engine.tokenizer().encode("it 's a charming and often affecting journey .");
+  const std::vector<float> expected = in_memory(e, plan);
+  const std::uint64_t at = engine.store().version_info(2, 1, 4).offset + 100;
+
+  auto poke = [&](char value) {
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(value);
+  };
+  char original = 0;
+  {
+    std::ifstream f(copy, std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    f.get(original);
+  }
+  poke(static_cast<char>(original ^ 0x5a));
+  CHECK_THROWS_WITH(engine.run(e, plan), Catch::Contains("damaged.stile") && Catch::Contains("layer 2 shard 1") &&
+                                             Catch::Contains("checksum mismatch"));
+  poke(original);
+  CHECK(max_abs_diff(engine.run(e, plan).embedding, expected) <= 1e-6f);
+
+  fs::resize_file(copy, engine.store().version_info(3, 0, 4).offset);
+  CHECK_THROWS_WITH(engine.run(e, plan), Catch::Contains("damaged.stile") && Catch::Contains("layer 3") &&
+                                             Catch::Contains("ended early"));
+  fs::copy_file(converted().store, copy, fs::copy_options::overwrite_existing);
+  CHECK(max_abs_diff(engine.run(e, plan).embedding, expected) <= 1e-6f);
+}
+
+TEST_CASE("the engine's plans and settings", "[engine]") {
+  REQUIRE_MODEL();
+  stile::Engine engine(converted().store);
+  const stile::SubmodelPlan whole = engine.plan_for(10);
+  CHECK(whole.layers.size() == 6);
+  for (const auto& layer : whole.layers) {
+    CHECK(layer.size() == 12);
+    for (const stile::ShardChoice& c : layer) CHECK(c.bits == 32);
+  }
+  engine.set_target_ms(20);
+  CHECK_THROWS_WITH(engine.plan_for(10), Catch::Contains("needs a device profile"));
+  engine.set_target_ms(0);
+  stile::SubmodelPlan bad = stile::SubmodelPlan::uniform(2, 2, 5);
+  CHECK_THROWS_WITH(engine.run(engine.tokenizer().encode("x"), bad), Catch::Contains("5 bits is not in the store"));
+
+  stile::EngineOptions keep;
+  keep.keep_working_buffer = true;
+  stile::Engine kept(converted().store, keep);
+  const stile::EngineResult r = kept.run("a dull , lifeless movie");
+  CHECK(kept.working_buffer_bytes() == r.working_buffer_bytes);
+  CHECK(r.working_buffer_bytes > 0);
+
+  stile::LinearHead head{{"negative", "positive"}, std::vector<float>(2 * 384, 0.0f), {0.0f, 0.0f}};
+  for (std::size_t i = 0; i < 384; ++i) head.weight[384 + i] = r.embedding[i];  // "positive" = this sentence
+  kept.set_head(head);
+  const stile::EngineResult c = kept.run("a dull , lifeless movie");
+  REQUIRE(c.label.has_value());
+  CHECK(*c.label == 1);
+  CHECK(c.logits[1] == Approx(1.0f).margin(1e-5));
+}
