@@ -1,0 +1,180 @@
+// profile: measures this device's costs for the planners (plan/device_profile.hpp): the time to
+// read one shard version at each bitwidth through the chosen read backend (optionally slowed to a
+// board's flash by the storage emulator), and the time to compute one layer from m shards at each
+// bitwidth and token-length bucket. Writes them as JSON.
+//
+//   profile minilm.stile
+//   profile minilm.stile --storage emmc --threads 4 --out odroid.profile.json
+//
+// Exit status: 0 ok, 1 runtime error (bad store, unreadable file, unwritable output), 2 usage error.
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stile/core/progress_bar.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/read_backend.hpp"
+#include "stile/io/shard_store.hpp"
+#include "stile/io/storage_emulator.hpp"
+#include "stile/plan/device_profile.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: profile [options] STORE
+
+Measures how long this device takes to read one shard version of the shard store STORE at each
+bitwidth, and to compute one layer from m shards at each bitwidth and sequence length, and writes
+the device profile the planners read. Run it on an otherwise idle machine.
+
+options:
+  --out PATH            where to write the profile (default: STORE.profile.json)
+  --storage NAME        emulate a board's flash: emmc, sd, nvme, or none (default: none, the
+                        real device)
+  --backend NAME        read backend: auto, io_uring, pread (default: auto)
+  --threads N           compute threads (default: one per core, or $STILE_NUM_THREADS)
+  --repeats R           timed runs per measurement, after one warm-up (default: 5)
+  --lengths LIST        token-length buckets (default: 16,32,64,128,256; clamped to the model's
+                        max_position_embeddings)
+  --help                print this help
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "profile: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+std::size_t parse_count(std::string_view text, const char* what) {
+  std::size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(std::string(text), &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != text.size() || text.empty() || text.front() == '-') {
+    usage_error(fmt::format("{} must be a number, got '{}'", what, text));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+std::vector<std::size_t> parse_lengths(std::string_view list) {
+  std::vector<std::size_t> lengths;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::size_t l = parse_count(list.substr(0, comma), "--lengths");
+    if (l == 0) usage_error("--lengths: a length must be at least 1 token");
+    lengths.push_back(l);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  if (lengths.empty()) usage_error("--lengths needs at least one length");
+  return lengths;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  stile::ProfileOptions options;
+  std::optional<std::filesystem::path> out;
+  std::string backend_name = "auto";
+  std::size_t threads = 0;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--out") {
+      out = std::filesystem::path(std::string(value()));
+    } else if (arg == "--storage") {
+      options.storage_name = std::string(value());
+    } else if (arg == "--backend") {
+      backend_name = std::string(value());
+    } else if (arg == "--threads") {
+      threads = parse_count(value(), "--threads");
+      if (threads == 0) usage_error("--threads must be positive");
+    } else if (arg == "--repeats") {
+      options.repeats = parse_count(value(), "--repeats");
+      if (options.repeats == 0) usage_error("--repeats must be positive");
+    } else if (arg == "--lengths") {
+      options.lengths = parse_lengths(value());
+    } else if (arg.starts_with("-")) {
+      usage_error(fmt::format("unknown option '{}'", arg));
+    } else {
+      positional.emplace_back(arg);
+    }
+  }
+  if (positional.size() != 1) usage_error("give one shard store");
+  const std::filesystem::path store_path = positional[0];
+  if (!out) {
+    out = store_path;
+    *out += ".profile.json";
+  }
+
+  try {
+    // Names first: a typo is an error before minutes of measuring.
+    const stile::StorageProfile storage = stile::storage_profile(options.storage_name);
+    stile::ReadBackendOptions backend_options;
+    backend_options.kind = stile::parse_read_backend_kind(backend_name);
+
+    const stile::ShardStore store = stile::ShardStore::open(store_path);
+    std::string note;
+    std::unique_ptr<stile::ReadBackend> backend =
+        stile::emulate_storage(stile::open_read_backend(store_path, backend_options, &note), storage);
+    if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+    std::unique_ptr<stile::ThreadPool> own_pool;
+    if (threads != 0) {
+      own_pool = std::make_unique<stile::ThreadPool>(threads);
+      options.pool = own_pool.get();
+    }
+
+    stile::ProgressBar bar("profiling");
+    const stile::DeviceProfile p = stile::measure_device_profile(store, *backend, options, &bar);
+    p.save(*out);
+
+    const nlohmann::json& m = p.machine;
+    fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers,
+               p.shards_per_layer, m.value("threads", 0), m.value("simd_target", std::string("?")),
+               m.value("cpu", std::string("?")));
+    fmt::print("reads: {}\n", backend->describe());
+
+    fmt::print("\nT_io: one shard version\n{:>5} {:>12} {:>10} {:>10}\n", "bits", "bytes", "ms", "MB/s");
+    for (std::size_t b = 0; b < p.bits.size(); ++b) {
+      const double mbps = p.io_ms[b] > 0 ? p.shard_bytes[b] / (p.io_ms[b] * 1e-3) / 1e6 : 0.0;
+      fmt::print("{:>5} {:>12.0f} {:>10.3f} {:>10.1f}\n", p.bits[b], p.shard_bytes[b], p.io_ms[b], mbps);
+    }
+
+    // m = 1, M/2 and M: the ends and the middle of the planner's range.
+    const std::size_t M = p.shards_per_layer;
+    std::vector<std::size_t> ms = {1, std::max<std::size_t>(1, M / 2), M};
+    ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+    fmt::print("\nT_comp: one layer, ms (median of {})\n{:>5} {:>4}", options.repeats, "bits", "m");
+    for (const std::size_t l : p.lengths) fmt::print(" {:>9}", fmt::format("l={}", l));
+    fmt::print("\n");
+    for (std::size_t b = 0; b < p.bits.size(); ++b) {
+      for (const std::size_t m_shards : ms) {
+        fmt::print("{:>5} {:>4}", p.bits[b], m_shards);
+        for (std::size_t i = 0; i < p.lengths.size(); ++i) fmt::print(" {:>9.3f}", p.compute_ms[b][i][m_shards - 1]);
+        fmt::print("\n");
+      }
+    }
+    fmt::print("\nwrote {}\n", out->string());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "profile: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
