@@ -1,6 +1,7 @@
 # Finds what stile's headers need, for stile's own build and for hosts (installed with the
 # package config). All of it comes from Debian bookworm packages: libhwy-dev (Highway 1.0.3),
-# libxsimd-dev (xsimd 8.1), nlohmann-json3-dev, libutf8proc-dev, libxxhash-dev (xxHash 0.8).
+# libxsimd-dev (xsimd 8.1), nlohmann-json3-dev, libutf8proc-dev, libxxhash-dev (xxHash 0.8), and,
+# optionally, liburing-dev (liburing 2.3) for the io_uring read backend.
 include_guard(GLOBAL)
 include(CMakeFindDependencyMacro)
 
@@ -12,6 +13,7 @@ macro(stile_find_dependencies)
   find_package(nlohmann_json 3.11 CONFIG REQUIRED)
   stile_find_utf8proc()
   stile_find_xxhash()
+  stile_find_liburing()
 endmacro()
 
 # Debian's utf8proc ships no CMake package. find_path/find_library (not pkg-config) honour the
@@ -40,6 +42,33 @@ function(stile_find_xxhash)
   add_library(stile::xxhash INTERFACE IMPORTED GLOBAL)
   set_target_properties(stile::xxhash PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${STILE_XXHASH_INCLUDE_DIR}")
+endfunction()
+
+# liburing (io/read_backend.hpp's io_uring backend) is optional: stile::liburing always exists, so
+# the exported stile target can name it, and carries the library and STILE_HAVE_IO_URING=1 only
+# when liburing was found. Without it (the aarch64 cross build, where liburing-dev:arm64 is not
+# installed; a host that sets STILE_IO_URING=OFF) the backend is compiled out and
+# open_read_backend falls back to pread with a note. Found like utf8proc, so a cross build looks
+# only in its own multiarch directory and never picks up the build machine's library.
+function(stile_find_liburing)
+  if(TARGET stile::liburing)
+    return()
+  endif()
+  add_library(stile::liburing INTERFACE IMPORTED GLOBAL)
+  if(DEFINED STILE_IO_URING AND NOT STILE_IO_URING)
+    message(STATUS "stile: io_uring read backend disabled (STILE_IO_URING=OFF)")
+    return()
+  endif()
+  find_path(STILE_LIBURING_INCLUDE_DIR liburing.h)
+  find_library(STILE_LIBURING_LIBRARY NAMES uring)
+  if(STILE_LIBURING_INCLUDE_DIR AND STILE_LIBURING_LIBRARY)
+    set_target_properties(stile::liburing PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${STILE_LIBURING_INCLUDE_DIR}"
+      INTERFACE_LINK_LIBRARIES "${STILE_LIBURING_LIBRARY}"
+      INTERFACE_COMPILE_DEFINITIONS "STILE_HAVE_IO_URING=1")
+  else()
+    message(STATUS "stile: liburing not found; the io_uring read backend is compiled out")
+  endif()
 endfunction()
 
 # Debian's xsimd 8.1 exports INTERFACE_LINK_LIBRARIES "xtl", but xsimd does not need xtl (it is

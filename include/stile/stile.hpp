@@ -23,6 +23,8 @@
 #include "stile/quant/packed_layout.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/io/shard_store.hpp"
+#include "stile/io/read_backend.hpp"
+#include "stile/io/storage_emulator.hpp"
 #include "stile/model/shard_layout.hpp"
 #include "stile/model/shard_view.hpp"
 #include "stile/model/shard_converter.hpp"
