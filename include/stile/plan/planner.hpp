@@ -1,0 +1,550 @@
+#pragma once
+// The two-stage planner of the elastic engine (STI's, with three fixes where it falls short): per
+// request length bucket, which submodel to run (n layers, m shards each) and at which bitwidth
+// each shard streams, so that compute plus the IO the pipeline cannot hide fit the target T.
+//
+// Times come from the DeviceProfile: T_io(b) = io_ms_at(b) for one shard version; T_comp(k) =
+// compute_ms_at(b, tokens, m_k) for layer k with m_k shards, at the bitwidth of its widest shard
+// (as estimate_pipeline: one layer's compute is profiled at one bitwidth, the slowest decode).
+//
+// 1. Compute planning (plan_compute): the largest n x m (max n*m, ties to the deeper one) with
+//    n * T_comp(m) <= T, where T_comp(m) is the max over the stored bitwidths (bits are not
+//    chosen yet, so the conservative one). When not even 1 x 1 fits, the plan is 1 x 1 with
+//    meets_target = false: a defined plan, never an exception, since the engine must answer.
+// 2. Preload set: the submodel's shards in layer order (each layer's by importance), as many from
+//    the start as fit the preload budget, each at `preload_bits` (default: the lowest stored
+//    bitwidth, 2 bits on every store we make; STI preloads low-bit shards so that more fit).
+//    Sizes: profile.shard_bytes (mean bytes of one version), rounded up. Preloaded shards keep
+//    that bitwidth; the passes below only choose bits for the others.
+// 3. IO planning with accumulated IO budgets (accumulated_io_budgets):
+//      AIB(0) = head start + the IO time of the preloaded versions the plan uses
+//      AIB(k) = AIB(k-1) + T_comp(k-1)
+//    and every chosen version of layer k, preloaded or not, debits T_io(its bits) from AIB(k) ..
+//    AIB(n-1). Valid iff every AIB >= 0 (within 1e-9 ms, so a plan that fits exactly is not lost
+//    to rounding). Debiting the preloaded versions too is STI's rule read literally ("selecting
+//    a shard version at layer k debits layers k..n-1"); with the preload a prefix in layer order,
+//    their credit and debit cancel, and what remains is exactly the pipeline's no-stall
+//    condition: the non-preloaded IO of layers 0..k must be done by the time compute reaches
+//    layer k. (Crediting the preload without debiting it would count its time twice and pass
+//    plans that stall.)
+//    Pass 1: every non-preloaded shard at the highest uniform stored bitwidth that keeps the
+//    plan valid (the lowest if none does). Pass 2: one sweep over the shards in importance order,
+//    each raised to the highest stored bitwidth that keeps the plan valid.
+//
+// Where we do better than the published planner (all on by default; all off = STI as published,
+// for comparisons):
+//  - count_slack: the head start is the compute's slack, max(0, T - sum of T_comp): compute may
+//    start that late and still end by T, so that much IO fits before layer 0 at no cost. STI
+//    starts from AIB(0) = the preload alone, so with a zero budget nothing is ever valid.
+//  - shrink: when even the lowest bitwidth cannot be loaded in time (fast compute, slow flash:
+//    eMMC-speed storage), STI keeps the compute-planned submodel at 2 bits and stalls past the
+//    deadline. We drop the least important shard of the submodel (last in the importance order
+//    among those it has) and retry; when that shard is its layer's only one, the last layer goes
+//    instead (a layer needs a shard). Down to 1 x 1; if that is still invalid: lowest bits,
+//    meets_target = false. ElasticPlan::dropped_shards / dropped_layers report it.
+//  - check_pipeline: valid also needs the replayed pipeline (estimate_pipeline with `slots`
+//    working-buffer slots, the engine's) to end by T. The AIB model lets IO run any number of
+//    layers ahead (with the slack counted it is exactly the pipeline with unlimited slots); the
+//    engine's IO of layer k waits for compute of layer k - slots, so the IO lane idles while
+//    preloaded layers compute. Without this check, plans with two or three layers preloaded
+//    passed the AIB test and overran T by 5-20% in the replay (a MiniLM-shaped profile).
+//  Pass 1 tries uniform bitwidths only (as published): where compute time depends on the bits, a
+//  mixed assignment can fit where no uniform one does; the planner then shrinks instead.
+//
+// Importance: a per-layer ShardRanking (most to least important; empty: shard order) and a
+// global order over (layer, shard) for pass 2 and the shrink (empty: interleaved by rank, every
+// layer's rank-0 shard in layer order, then rank 1, ...). A global order given alone defines the
+// per-layer ranking; given with one, it must agree with it layer by layer.
+//
+// No target (target_ms <= 0, as EngineOptions): the whole model, every shard at the highest
+// stored bitwidth, the preload set at that bitwidth too (nothing to trade). A NaN target, a
+// preload bitwidth the profile lacks, a profile whose tables do not match its bitwidths, a
+// malformed ranking or importance order: stile::Error naming the problem.
+//
+// Planner caches one plan per length bucket and replans only when T, the preload budget or the
+// bucket changes (STI: planning is per configuration, not per request). Not thread-safe: the
+// engine owns one and calls it under its own lock.
+#include <algorithm>
+#include <cmath>
+#include <compare>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stile/core/error.hpp"
+#include "stile/io/file_error.hpp"
+#include "stile/model/submodel.hpp"
+#include "stile/pipeline/preload_buffer.hpp"
+#include "stile/plan/device_profile.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
+
+namespace stile {
+
+// One shard of one layer, without a bitwidth: a position in the importance order.
+struct LayerShard {
+  std::size_t layer = 0;
+  std::size_t shard = 0;
+  auto operator<=>(const LayerShard&) const = default;
+};
+
+// (layer, shard) pairs from most to least important.
+using ImportanceOrder = std::vector<LayerShard>;
+
+// Every layer's rank-0 shard (in layer order), then every layer's rank-1 shard, ...
+inline ImportanceOrder interleaved_importance(const ShardRanking& ranking) {
+  std::size_t depth = 0;
+  for (const auto& layer : ranking) depth = std::max(depth, layer.size());
+  ImportanceOrder order;
+  for (std::size_t r = 0; r < depth; ++r) {
+    for (std::size_t l = 0; l < ranking.size(); ++l) {
+      if (r < ranking[l].size()) order.push_back({l, ranking[l][r]});
+    }
+  }
+  return order;
+}
+
+// Budgets within this many ms of zero count as zero: sums of doubles must not lose a plan that
+// fits exactly.
+inline constexpr double kBudgetToleranceMs = 1e-9;
+
+struct PlannerOptions {
+  double target_ms = 0;                  // T; <= 0: no target (the whole model, highest bits)
+  std::size_t preload_budget_bytes = 0;  // 0: no preload
+  unsigned preload_bits = 0;             // bitwidth of preloaded shards; 0: the lowest stored
+  ImportanceOrder importance;            // global order; empty: interleaved from the ranking
+  bool count_slack = true;               // ours: compute's slack as AIB(0)'s head start
+  bool shrink = true;                    // ours: shrink the submodel when 2 bits cannot arrive in time
+  bool check_pipeline = true;            // ours: the replayed pipeline must end by T too
+  std::size_t slots = 2;                 // working-buffer slots of the replay (the engine's)
+};
+
+// Stage 1's answer.
+struct ComputePlan {
+  std::size_t layers = 0, shards = 0;  // n x m
+  double layer_ms = 0;                 // conservative T_comp of one layer of m shards
+  bool meets_target = false;           // n * layer_ms <= T (false: 1 x 1 and even that is over)
+};
+
+struct ElasticPlan {
+  SubmodelPlan submodel;         // each layer's shards in importance order
+  std::set<ShardKey> preload;    // the versions the preload buffer should hold
+  unsigned preload_bits = 0;     // their bitwidth
+  std::vector<double> aib_ms;    // AIB(0..n-1) after every debit
+  double head_start_ms = 0;      // the slack credited to AIB(0) (0 with count_slack off)
+  double compute_ms = 0;         // sum of T_comp over the layers, at the chosen bits
+  double estimated_ms = 0;       // estimate_pipeline(slots, preload)
+  bool valid = false;            // every AIB >= 0 (and, check_pipeline, estimated_ms <= T);
+                                 // with no target only informative (no head start, no deadline)
+  bool meets_target = false;     // valid and compute_ms <= T (always true with no target)
+  std::size_t length_bucket = 0;
+  std::size_t compute_layers = 0, compute_shards = 0;  // stage 1's n x m
+  std::size_t dropped_shards = 0, dropped_layers = 0;  // by the shrink
+  unsigned uniform_bits = 0;     // pass 1's bitwidth for the non-preloaded shards
+  std::size_t upgrades = 0;      // shards pass 2 raised
+  std::string explain;           // one line a person can read
+
+  std::size_t layers() const { return submodel.layers.size(); }
+  std::size_t shards() const {
+    std::size_t s = 0;
+    for (const auto& layer : submodel.layers) s += layer.size();
+    return s;
+  }
+};
+
+namespace planner_detail {
+
+inline std::string ms(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", v);
+  return text;
+}
+
+inline void check_profile(const DeviceProfile& p) {
+  require(!p.bits.empty() && !p.lengths.empty() && p.num_layers >= 1 && p.shards_per_layer >= 1,
+          "planner: the device profile is empty (no bitwidths, lengths, layers or shards)");
+  require(p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size() &&
+              p.compute_ms.size() == p.bits.size(),
+          "planner: device profile: io_ms, shard_bytes and compute_ms must have one entry per bitwidth");
+}
+
+// The bitwidth's index in the profile; the profile's own error ("no measurements at 3 bits (it
+// has [2, 4, 32])") when it lacks it.
+inline std::size_t bits_index(const DeviceProfile& p, unsigned bits) {
+  (void)p.io_ms_at(bits);
+  return static_cast<std::size_t>(std::find(p.bits.begin(), p.bits.end(), bits) - p.bits.begin());
+}
+
+inline std::size_t version_bytes(const DeviceProfile& p, unsigned bits) {
+  return static_cast<std::size_t>(std::ceil(p.shard_bytes[bits_index(p, bits)]));
+}
+
+struct Importance {
+  ShardRanking ranking;  // complete: every layer of the profile, each a permutation of 0..M-1
+  ImportanceOrder order;
+};
+
+inline Importance checked_importance(const DeviceProfile& p, const ShardRanking& ranking,
+                                     const ImportanceOrder& order) {
+  const std::size_t N = p.num_layers, M = p.shards_per_layer;
+  Importance out;
+  if (!order.empty()) {
+    require(order.size() == N * M, io_detail::concat("planner: the importance order has ", order.size(),
+                                                     " entries, the profile has ", N, " layers x ", M, " shards"));
+    std::set<LayerShard> seen;
+    ShardRanking derived(N);
+    for (const LayerShard& ls : order) {
+      require(ls.layer < N && ls.shard < M, io_detail::concat("planner: the importance order names layer ", ls.layer,
+                                                              " shard ", ls.shard, ", outside ", N, " x ", M));
+      require(seen.insert(ls).second, io_detail::concat("planner: the importance order names layer ", ls.layer,
+                                                        " shard ", ls.shard, " twice"));
+      derived[ls.layer].push_back(ls.shard);
+    }
+    if (!ranking.empty()) {
+      for (std::size_t l = 0; l < N && l < ranking.size(); ++l) {
+        require(ranking[l] == derived[l], io_detail::concat("planner: the importance order ranks layer ", l,
+                                                            "'s shards differently from the shard ranking"));
+      }
+    }
+    out.ranking = std::move(derived);
+  } else if (ranking.empty()) {
+    out.ranking.assign(N, {});
+    for (auto& layer : out.ranking) {
+      for (std::size_t s = 0; s < M; ++s) layer.push_back(s);
+    }
+  } else {
+    out.ranking = ranking;
+  }
+  require(out.ranking.size() == N, io_detail::concat("planner: the shard ranking covers ", out.ranking.size(),
+                                                     " layers, the profile has ", N));
+  for (std::size_t l = 0; l < N; ++l) {
+    std::vector<std::size_t> sorted = out.ranking[l];
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = sorted.size() == M;
+    for (std::size_t s = 0; permutation && s < M; ++s) permutation = sorted[s] == s;
+    require(permutation, io_detail::concat("planner: the shard ranking of layer ", l,
+                                           " is not an order of the shards 0..", M - 1));
+  }
+  out.order = order.empty() ? interleaved_importance(out.ranking) : order;
+  return out;
+}
+
+inline std::vector<double> layer_compute_ms(const DeviceProfile& p, const SubmodelPlan& plan, std::size_t tokens) {
+  std::vector<double> out;
+  for (std::size_t k = 0; k < plan.layers.size(); ++k) {
+    require(!plan.layers[k].empty(), io_detail::concat("planner: layer ", k, " of the plan has no shards"));
+    unsigned widest = 0;
+    for (const ShardChoice& c : plan.layers[k]) widest = std::max(widest, c.bits);
+    out.push_back(p.compute_ms_at(widest, tokens, plan.layers[k].size()));
+  }
+  return out;
+}
+
+inline double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (const double x : v) s += x;
+  return s;
+}
+
+}  // namespace planner_detail
+
+// The IO time the preload saves this plan: T_io of each preloaded version the plan uses (a
+// version it does not use saves it nothing).
+inline double preload_head_start_ms(const DeviceProfile& profile, const SubmodelPlan& plan,
+                                    const std::set<ShardKey>& preloaded) {
+  double t = 0;
+  for (std::size_t k = 0; k < plan.layers.size(); ++k) {
+    for (const ShardChoice& c : plan.layers[k]) {
+      if (preloaded.count({k, c.shard, c.bits}) != 0) t += profile.io_ms_at(c.bits);
+    }
+  }
+  return t;
+}
+
+// AIB(0..n-1) after every debit (see the top): AIB(0) = head_start_ms + the preload's IO time,
+// AIB(k) = AIB(k-1) + T_comp(k-1), each chosen version of layer k debited from k on.
+inline std::vector<double> accumulated_io_budgets(const DeviceProfile& profile, const SubmodelPlan& plan,
+                                                  std::size_t tokens, const std::set<ShardKey>& preloaded,
+                                                  double head_start_ms = 0) {
+  const std::vector<double> compute = planner_detail::layer_compute_ms(profile, plan, tokens);
+  std::vector<double> aib(plan.layers.size());
+  double credit = head_start_ms + preload_head_start_ms(profile, plan, preloaded), debit = 0;
+  for (std::size_t k = 0; k < plan.layers.size(); ++k) {
+    if (k > 0) credit += compute[k - 1];
+    for (const ShardChoice& c : plan.layers[k]) debit += profile.io_ms_at(c.bits);
+    aib[k] = credit - debit;
+  }
+  return aib;
+}
+
+// Every budget >= 0 (within kBudgetToleranceMs).
+inline bool budgets_valid(const std::vector<double>& aib) {
+  return std::all_of(aib.begin(), aib.end(), [](double b) { return b >= -kBudgetToleranceMs; });
+}
+
+// The largest n x m (n <= N, m <= M) that `fits`: max n*m, ties to the larger n. {0, 0} when
+// nothing fits. Every pair is tried, so `fits` need not be monotone (profiled medians are not
+// always).
+template <class Fits>
+std::pair<std::size_t, std::size_t> largest_submodel(std::size_t N, std::size_t M, Fits&& fits) {
+  std::pair<std::size_t, std::size_t> best{0, 0};
+  for (std::size_t n = 1; n <= N; ++n) {
+    for (std::size_t m = 1; m <= M; ++m) {
+      const bool better = n * m > best.first * best.second || (n * m == best.first * best.second && n > best.first);
+      if (better && fits(n, m)) best = {n, m};
+    }
+  }
+  return best;
+}
+
+// T_comp of one layer of m shards before the bits are chosen: the slowest stored bitwidth's.
+inline double conservative_layer_ms(const DeviceProfile& profile, std::size_t tokens, std::size_t m) {
+  double t = 0;
+  for (const unsigned b : profile.bits) t = std::max(t, profile.compute_ms_at(b, tokens, m));
+  return t;
+}
+
+// Stage 1 (see the top). target_ms <= 0: the whole model.
+inline ComputePlan plan_compute(const DeviceProfile& profile, std::size_t tokens, double target_ms) {
+  planner_detail::check_profile(profile);
+  require(!std::isnan(target_ms), "planner: the latency target is NaN");
+  const std::size_t N = profile.num_layers, M = profile.shards_per_layer;
+  if (target_ms <= 0) return {N, M, conservative_layer_ms(profile, tokens, M), true};
+  const auto [n, m] = largest_submodel(N, M, [&](std::size_t nn, std::size_t mm) {
+    return static_cast<double>(nn) * conservative_layer_ms(profile, tokens, mm) <= target_ms + kBudgetToleranceMs;
+  });
+  if (n == 0) return {1, 1, conservative_layer_ms(profile, tokens, 1), false};
+  return {n, m, conservative_layer_ms(profile, tokens, m), true};
+}
+
+namespace planner_detail {
+
+inline std::vector<ShardChoice>::iterator find_choice(std::vector<ShardChoice>& layer, std::size_t shard) {
+  return std::find_if(layer.begin(), layer.end(), [shard](const ShardChoice& c) { return c.shard == shard; });
+}
+
+struct Context {
+  const DeviceProfile& profile;
+  std::size_t tokens;
+  double target_ms;
+  bool count_slack;
+  bool check_pipeline;
+  std::size_t slots;
+  unsigned preload_bits;
+  std::size_t budget_bytes;
+
+  double head_start(const SubmodelPlan& plan) const {
+    if (!count_slack || target_ms <= 0) return 0;
+    return std::max(0.0, target_ms - sum(layer_compute_ms(profile, plan, tokens)));
+  }
+  std::vector<double> budgets(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
+    return accumulated_io_budgets(profile, plan, tokens, preload, head_start(plan));
+  }
+  double estimate(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
+    return estimate_pipeline(profile, plan, tokens, slots, preload).total_ms;
+  }
+  bool valid(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
+    if (!budgets_valid(budgets(plan, preload))) return false;
+    return !check_pipeline || target_ms <= 0 || estimate(plan, preload) <= target_ms + kBudgetToleranceMs;
+  }
+  std::set<ShardKey> preload_of(const SubmodelPlan& plan, unsigned bits) const {
+    SubmodelPlan at = plan;
+    for (auto& layer : at.layers) {
+      for (ShardChoice& c : layer) c.bits = bits;
+    }
+    const std::size_t bytes = version_bytes(profile, bits);
+    return preload_set(at, budget_bytes, [bytes](const ShardKey&) { return bytes; });
+  }
+  bool preloaded(const std::set<ShardKey>& preload, std::size_t layer, std::size_t shard) const {
+    return preload.count({layer, shard, preload_bits}) != 0;
+  }
+  // Preloaded shards at preload_bits, every other at `bits`.
+  void assign(SubmodelPlan& plan, const std::set<ShardKey>& preload, unsigned bits) const {
+    for (std::size_t k = 0; k < plan.layers.size(); ++k) {
+      for (ShardChoice& c : plan.layers[k]) c.bits = preloaded(preload, k, c.shard) ? preload_bits : bits;
+    }
+  }
+  // Pass 1: the highest uniform bitwidth that keeps the plan valid; 0 (plan at the lowest) if none.
+  unsigned pass1(SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
+    for (auto it = profile.bits.rbegin(); it != profile.bits.rend(); ++it) {
+      assign(plan, preload, *it);
+      if (valid(plan, preload)) return *it;
+    }
+    assign(plan, preload, profile.bits.front());
+    return 0;
+  }
+  // Pass 2: one sweep in importance order; returns the number of shards raised.
+  std::size_t pass2(SubmodelPlan& plan, const std::set<ShardKey>& preload, const ImportanceOrder& order) const {
+    std::size_t raised = 0;
+    for (const LayerShard& ls : order) {
+      if (ls.layer >= plan.layers.size() || preloaded(preload, ls.layer, ls.shard)) continue;
+      auto& layer = plan.layers[ls.layer];
+      const auto c = find_choice(layer, ls.shard);
+      if (c == layer.end()) continue;
+      const unsigned was = c->bits;
+      for (auto it = profile.bits.rbegin(); it != profile.bits.rend() && *it > was; ++it) {
+        c->bits = *it;
+        if (valid(plan, preload)) break;
+        c->bits = was;
+      }
+      if (c->bits != was) ++raised;
+    }
+    return raised;
+  }
+};
+
+// Drops the least important shard the plan has, or its last layer when that shard is its
+// layer's only one.
+inline void drop_least_important(SubmodelPlan& plan, const ImportanceOrder& order, ElasticPlan& out) {
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (it->layer >= plan.layers.size()) continue;
+    auto& layer = plan.layers[it->layer];
+    const auto c = find_choice(layer, it->shard);
+    if (c == layer.end()) continue;
+    if (layer.size() == 1) {
+      plan.layers.pop_back();
+      ++out.dropped_layers;
+    } else {
+      layer.erase(c);
+      ++out.dropped_shards;
+    }
+    return;
+  }
+}
+
+}  // namespace planner_detail
+
+// Plans one request length (see the top). `ranking`: per layer, shards from most to least
+// important (empty: shard order, or the one options.importance implies).
+inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens, const PlannerOptions& options,
+                                const ShardRanking& ranking = {}) {
+  namespace d = planner_detail;
+  d::check_profile(profile);
+  require(!std::isnan(options.target_ms), "planner: the latency target is NaN");
+  require(options.slots >= 1, "planner: the pipeline needs at least one working-buffer slot");
+  const d::Importance imp = d::checked_importance(profile, ranking, options.importance);
+  const unsigned lowest = profile.bits.front(), highest = profile.bits.back();
+  const unsigned preload_bits = options.preload_bits == 0 ? lowest : options.preload_bits;
+  (void)d::bits_index(profile, preload_bits);  // a clear error when the profile lacks it
+
+  ElasticPlan out;
+  out.length_bucket = profile.length_bucket(tokens);
+  const double T = options.target_ms;
+  const bool has_target = T > 0;
+  // With no target, preloaded shards are at the highest bitwidth like the rest (nothing to trade).
+  const d::Context ctx{profile,
+                       tokens,
+                       T,
+                       options.count_slack,
+                       options.check_pipeline,
+                       options.slots,
+                       has_target ? preload_bits : highest,
+                       options.preload_budget_bytes};
+  out.preload_bits = ctx.preload_bits;
+
+  const ComputePlan cp = plan_compute(profile, tokens, T);
+  out.compute_layers = cp.layers;
+  out.compute_shards = cp.shards;
+  SubmodelPlan plan = SubmodelPlan::uniform(cp.layers, cp.shards, highest, imp.ranking);
+  std::set<ShardKey> preload;
+  std::string how;
+  if (!has_target) {
+    preload = ctx.preload_of(plan, highest);
+    out.uniform_bits = highest;
+    how = "no target: the whole model at " + std::to_string(highest) + " bits";
+  } else {
+    for (;;) {
+      preload = ctx.preload_of(plan, preload_bits);
+      out.uniform_bits = ctx.pass1(plan, preload);
+      if (out.uniform_bits != 0) break;
+      if (!options.shrink || (plan.layers.size() == 1 && plan.layers[0].size() == 1)) break;
+      d::drop_least_important(plan, imp.order, out);
+    }
+    if (out.uniform_bits != 0) {
+      out.upgrades = ctx.pass2(plan, preload, imp.order);
+      how = io_detail::concat("pass 1: ", out.uniform_bits, " bits; pass 2: ", out.upgrades, " shards raised");
+    } else {
+      out.uniform_bits = lowest;
+      how = io_detail::concat("even ", lowest, "-bit shards cannot arrive in time: the pipeline will stall");
+    }
+  }
+  out.submodel = std::move(plan);
+  out.preload = std::move(preload);
+  out.head_start_ms = ctx.head_start(out.submodel);
+  out.aib_ms = ctx.budgets(out.submodel, out.preload);
+  out.valid = ctx.valid(out.submodel, out.preload);
+  out.compute_ms = d::sum(d::layer_compute_ms(profile, out.submodel, tokens));
+  out.meets_target = !has_target || (out.valid && out.compute_ms <= T + kBudgetToleranceMs);
+  out.estimated_ms = ctx.estimate(out.submodel, out.preload);
+
+  std::string text = io_detail::concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x",
+                                       out.compute_shards);
+  if (has_target) {
+    text += io_detail::concat(cp.meets_target ? "" : " (over the target even at 1x1)", ", target ", d::ms(T), " ms");
+  }
+  if (out.dropped_shards + out.dropped_layers > 0) {
+    text += io_detail::concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ",
+                              out.dropped_shards, " shards and ", out.dropped_layers, " layers dropped)");
+  }
+  text += io_detail::concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits; ", how,
+                            "; compute ", d::ms(out.compute_ms), " ms, estimated ", d::ms(out.estimated_ms), " ms");
+  if (!out.meets_target) text += "; misses the target";
+  out.explain = std::move(text);
+  return out;
+}
+
+// Plans per length bucket and keeps them until the target or the preload budget changes.
+class Planner {
+ public:
+  explicit Planner(DeviceProfile profile, ShardRanking ranking = {}, PlannerOptions options = {})
+      : profile_(std::move(profile)), ranking_(std::move(ranking)), options_(std::move(options)) {
+    // Everything plan() would refuse, refused now: a bad configuration fails at start, not on
+    // the first request.
+    planner_detail::check_profile(profile_);
+    require(!std::isnan(options_.target_ms), "planner: the latency target is NaN");
+    (void)planner_detail::checked_importance(profile_, ranking_, options_.importance);
+    if (options_.preload_bits != 0) (void)planner_detail::bits_index(profile_, options_.preload_bits);
+  }
+
+  // The plan for a request of `tokens` tokens: the cached one for its length bucket, if any.
+  ElasticPlan plan(std::size_t tokens) {
+    const std::size_t bucket = profile_.length_bucket(tokens);
+    auto it = cache_.find(bucket);
+    if (it == cache_.end()) {
+      it = cache_.emplace(bucket, plan_elastic(profile_, bucket, options_, ranking_)).first;
+      ++plans_made_;
+    }
+    return it->second;
+  }
+
+  void set_target_ms(double target_ms) {
+    require(!std::isnan(target_ms), "planner: the latency target is NaN");
+    if (target_ms == options_.target_ms) return;
+    options_.target_ms = target_ms;
+    cache_.clear();
+  }
+  void set_preload_budget(std::size_t bytes) {
+    if (bytes == options_.preload_budget_bytes) return;
+    options_.preload_budget_bytes = bytes;
+    cache_.clear();
+  }
+
+  double target_ms() const noexcept { return options_.target_ms; }
+  std::size_t preload_budget() const noexcept { return options_.preload_budget_bytes; }
+  const PlannerOptions& options() const noexcept { return options_; }
+  const DeviceProfile& profile() const noexcept { return profile_; }
+  std::size_t plans_made() const noexcept { return plans_made_; }  // cache misses so far
+  std::size_t cached_plans() const noexcept { return cache_.size(); }
+
+ private:
+  DeviceProfile profile_;
+  ShardRanking ranking_;
+  PlannerOptions options_;
+  std::map<std::size_t, ElasticPlan> cache_;  // by length bucket
+  std::size_t plans_made_ = 0;
+};
+
+}  // namespace stile
