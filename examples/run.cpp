@@ -200,7 +200,10 @@ int main(int argc, char** argv) {
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
       for (const char* label : {"cold", "warm"}) {
         last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);
-        if (label == std::string_view("cold")) fmt::print("  plan  {}\n", plan_summary(last.plan));
+        if (label == std::string_view("cold")) {
+          fmt::print("  plan  {}\n", plan_summary(last.plan));
+          if (!last.plan_note.empty()) fmt::print("        {}\n", last.plan_note);
+        }
         print_result(label, last, verbose);
       }
     }

@@ -1,6 +1,7 @@
 #pragma once
 // The elastic engine: a shard store streamed through the layer pipeline. Per request it plans a
-// submodel (or takes the caller's), reads the word-embedding rows of the request's tokens, then
+// submodel with the two-stage planner (plan/planner.hpp; needs a device profile) or takes the
+// caller's, reads the word-embedding rows of the request's tokens, then
 // runs the layers with IO of layer k+1 overlapping compute of layer k (pipeline/), the GEMMs
 // decoding the quantized shards panel by panel. Shards in the preload buffer are not read again.
 //
@@ -46,6 +47,7 @@
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/embeddings.hpp"
+#include "stile/model/linear_head.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "stile/model/submodel.hpp"
 #include "stile/ops/sharded_layer.hpp"
@@ -55,6 +57,7 @@
 #include "stile/pipeline/timeline.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/pipeline_estimate.hpp"
+#include "stile/plan/planner.hpp"
 
 namespace stile {
 
@@ -62,6 +65,7 @@ struct EngineOptions {
   ReadBackendOptions backend{};      // io_uring with O_DIRECT by default (falls back, see backend_note())
   std::string storage = "none";      // storage emulator profile: emmc, sd, nvme, none
   double target_ms = 0;              // the planner's latency target; <= 0: none (highest bitwidth)
+  ShardRanking ranking{};            // shard importance per layer (plan/importance); empty: shard order
   std::size_t preload_bytes = 0;     // the preload buffer's budget
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
@@ -73,13 +77,6 @@ struct EngineOptions {
   bool normalize = true;
 };
 
-// A linear classifier over the pooled embedding: logits = W e + b.
-struct LinearHead {
-  std::vector<std::string> labels;  // one per class
-  std::vector<float> weight;        // [classes x hidden], row-major
-  std::vector<float> bias;          // [classes]
-};
-
 struct EngineResult {
   std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding
   std::vector<float> logits;         // [classes] when a head is set
@@ -87,6 +84,8 @@ struct EngineResult {
   std::size_t tokens = 0;
   SubmodelPlan plan;
   Timeline timeline;
+  std::string plan_note;             // the planner's account of the plan (empty for a given plan)
+  double estimated_ms = 0;           // the planner's estimate of the layers' time (0: given plan)
   std::size_t working_buffer_bytes = 0;  // the working buffer's size during this request
   std::size_t preload_held_bytes = 0;    // the preload buffer after this request
 };
@@ -98,7 +97,6 @@ class Engine {
       : options_(std::move(options)),
         store_(ShardStore::open(store_path)),
         backend_(open_backend(store_path, options_, backend_note_)),
-        profile_(std::move(profile)),
         embeddings_(store_.read_embeddings()),
         tokenizer_(Vocab::parse(store_.read_vocab(), store_.name()),
                    WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
@@ -106,7 +104,15 @@ class Engine {
         preload_(options_.preload_bytes) {
     require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
     for (std::size_t l = 0; l < store_.num_layers(); ++l) residents_.push_back(store_.read_resident(l));
-    if (profile_) check_profile(*profile_);
+    if (profile) {
+      check_profile(*profile);
+      PlannerOptions planner;
+      planner.target_ms = options_.target_ms;
+      planner.preload_budget_bytes = options_.preload_bytes;
+      planner.slots = slots_for(store_.num_layers());
+      planner.version_bytes = [this](const ShardKey& k) { return version_bytes(k); };
+      planner_.emplace(std::move(*profile), options_.ranking, planner);
+    }
   }
 
   const ShardStore& store() const noexcept { return store_; }
@@ -116,10 +122,12 @@ class Engine {
   std::string backend_description() const { return backend_->describe(); }
   // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
   const std::string& backend_note() const noexcept { return backend_note_; }
-  const std::optional<DeviceProfile>& profile() const noexcept { return profile_; }
+  // The device profile the planner uses; null when the engine has none.
+  const DeviceProfile* profile() const noexcept { return planner_ ? &planner_->profile() : nullptr; }
 
   void set_target_ms(double target_ms) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (planner_) planner_->set_target_ms(target_ms);
     options_.target_ms = target_ms;
   }
   double target_ms() const {
@@ -131,6 +139,7 @@ class Engine {
   void set_preload_budget(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     options_.preload_bytes = bytes;
+    if (planner_) planner_->set_preload_budget(bytes);
     preload_.set_budget(bytes);
   }
   void set_head(LinearHead head) {
@@ -154,10 +163,10 @@ class Engine {
     return working_bytes();
   }
 
-  // The plan for a request of `tokens` tokens: until the two-stage planner lands, the whole model
-  // at the highest bitwidth whose estimated time fits the target (needs a device profile when a
-  // target is set; without one, the highest bitwidth).
-  SubmodelPlan plan_for(std::size_t tokens) const {
+  // The plan for a request of `tokens` tokens: the two-stage planner's (cached per length bucket;
+  // replanned when the target or the preload budget changes). Without a device profile: the whole
+  // model at the highest stored bitwidth (a latency target then is an error).
+  ElasticPlan plan_for(std::size_t tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     return plan_locked(tokens);
   }
@@ -166,19 +175,39 @@ class Engine {
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    return run_locked(tokens, plan_locked(len));
+    const ElasticPlan planned = plan_locked(len);
+    EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
+    r.plan_note = planned.explain;
+    r.estimated_ms = planned.estimated_ms;
+    return r;
   }
+  // Runs the caller's plan; the preload buffer keeps its first shards in layer order that fit.
   EngineResult run(const Encoding& tokens, const SubmodelPlan& plan) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return run_locked(tokens, plan);
+    check_submodel_plan(store_, plan);
+    return run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) {
+                        return version_bytes(k);
+                      }));
   }
 
-  // Reads what the preload buffer should hold for `plan` and is missing, now (before the first
-  // request, say), through the same backend.
+  // Reads what the preload buffer should hold and is missing, now (before the first request, say),
+  // through the same backend: for the planner's plan of a `tokens`-token request, or for `plan`.
+  void preload_now(std::size_t tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const ElasticPlan planned = plan_locked(tokens);
+    fill_preload(planned.submodel, planned.preload);
+  }
   void preload_now(const SubmodelPlan& plan) {
     std::lock_guard<std::mutex> lock(mutex_);
     check_submodel_plan(store_, plan);
-    const std::set<ShardKey> wanted = preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
+    fill_preload(plan, preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); }));
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using SlotBuffer = AlignedBuffer<std::byte, 4096>;
+
+  void fill_preload(const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
     preload_.retain_only(wanted);
     for (std::size_t l = 0; l < plan.layers.size(); ++l) {
       std::vector<ShardChoice> missing;
@@ -186,16 +215,12 @@ class Engine {
         if (wanted.count({l, c.shard, c.bits}) != 0 && !preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
       }
       if (missing.empty()) continue;
-      AlignedBuffer<std::byte, 4096> buffer(layer_read_bytes(l, missing));
+      SlotBuffer buffer(layer_read_bytes(l, missing));
       LayerTimes ignored;
       const std::vector<ReadVersion> read = read_versions(l, missing, buffer.span(), ignored, Clock::now());
       for (std::size_t i = 0; i < missing.size(); ++i) keep_preloaded(l, missing[i], read[i].bytes);
     }
   }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  using SlotBuffer = AlignedBuffer<std::byte, 4096>;
 
   static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
                                                    std::string& note) {
@@ -212,14 +237,16 @@ class Engine {
     require(p.bits == store_.bits(), where + " has other bitwidths than the store " + store_.name());
   }
 
-  SubmodelPlan plan_locked(std::size_t tokens) const {
-    const unsigned top = store_.bits().back();
-    if (!profile_) {
-      require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
-      return SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), top);
-    }
-    return plan_whole_model(*profile_, tokens, options_.target_ms, slots_for(store_.num_layers()),
-                            options_.preload_bytes);
+  ElasticPlan plan_locked(std::size_t tokens) {
+    if (planner_) return planner_->plan(tokens);
+    require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
+    ElasticPlan whole;
+    whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),
+                                           options_.ranking);
+    whole.preload = preload_set(whole.submodel, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
+    whole.valid = whole.meets_target = true;
+    whole.explain = "no device profile: the whole model at " + std::to_string(store_.bits().back()) + " bits";
+    return whole;
   }
 
   std::size_t version_bytes(const ShardKey& k) const {
@@ -358,7 +385,8 @@ class Engine {
     for (const ReadRequest& q : requests) timeline.embed_bytes_read += q.out.size();
   }
 
-  EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan) {
+  // `wanted`: the versions the preload buffer should hold after this request.
+  EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
     const Clock::time_point start = Clock::now();
     const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
     check_submodel_plan(store_, plan);
@@ -395,7 +423,6 @@ class Engine {
 
     const std::size_t n = plan.layers.size();
     const std::size_t slots = slots_for(n);
-    const std::set<ShardKey> wanted = preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
     std::size_t slot_bytes = 0;
     for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_read_bytes(l, missing_of(l, plan)));
     slots_.resize(slots);
@@ -488,7 +515,7 @@ class Engine {
   ShardStore store_;
   std::string backend_note_;
   std::unique_ptr<ReadBackend> backend_;
-  std::optional<DeviceProfile> profile_;
+  std::optional<Planner> planner_;  // with a device profile
   EmbeddingResident embeddings_;
   std::vector<LayerResident> residents_;
   WordPieceTokenizer tokenizer_;

@@ -230,7 +230,7 @@ TEST_CASE("a failed read fails that request with a clear error, and the next req
 TEST_CASE("the engine's plans and settings", "[engine]") {
   REQUIRE_MODEL();
   stile::Engine engine(converted().store);
-  const stile::SubmodelPlan whole = engine.plan_for(10);
+  const stile::SubmodelPlan whole = engine.plan_for(10).submodel;
   CHECK(whole.layers.size() == 6);
   for (const auto& layer : whole.layers) {
     CHECK(layer.size() == 12);
@@ -256,4 +256,52 @@ TEST_CASE("the engine's plans and settings", "[engine]") {
   REQUIRE(c.label.has_value());
   CHECK(*c.label == 1);
   CHECK(c.logits[1] == Approx(1.0f).margin(1e-5));
+}
+
+TEST_CASE("with a device profile the engine runs the two-stage planner's plans and replans on new settings", "[engine]") {
+  REQUIRE_MODEL();
+  // A profile made by hand for this store (measured profiles are plan/device_profile's business):
+  // reading a 4-bit shard takes as long as computing a 12-shard layer, so a tight target forces
+  // a smaller submodel or lower bits.
+  const stile::ShardStore store = stile::ShardStore::open(converted().store);
+  stile::DeviceProfile profile;
+  profile.bits = store.bits();  // {4, 32}
+  profile.num_layers = 6;
+  profile.shards_per_layer = 12;
+  profile.lengths = {16, 128};
+  profile.io_ms = {1.0, 5.0};
+  for (const unsigned b : profile.bits) profile.shard_bytes.push_back(static_cast<double>(store.version_info(0, 0, b).size));
+  profile.compute_ms.assign(2, std::vector<std::vector<double>>(2, std::vector<double>(12)));
+  for (std::size_t b = 0; b < 2; ++b) {
+    for (std::size_t m = 1; m <= 12; ++m) {
+      profile.compute_ms[b][0][m - 1] = 0.1 * static_cast<double>(m);
+      profile.compute_ms[b][1][m - 1] = 1.0 * static_cast<double>(m);
+    }
+  }
+  stile::EngineOptions options;
+  options.target_ms = 30;
+  stile::Engine engine(converted().store, options, profile);
+  const stile::Encoding e = engine.tokenizer().encode("a gorgeous , witty , seductive movie .");
+  const stile::ElasticPlan planned = engine.plan_for(e.size());
+  CHECK(planned.meets_target);
+  CHECK(planned.estimated_ms <= 30.0 + 1e-9);
+  const stile::EngineResult r = engine.run(e);
+  CHECK(r.plan == planned.submodel);
+  CHECK(!r.plan_note.empty());
+  CHECK(max_abs_diff(r.embedding, in_memory(e, r.plan)) <= 1e-6f);
+
+  engine.set_target_ms(200);  // looser: a bigger or wider plan
+  const stile::ElasticPlan loose = engine.plan_for(e.size());
+  std::size_t tight_bits = 0, loose_bits = 0;
+  for (const auto& layer : planned.submodel.layers) for (const auto& c : layer) tight_bits += c.bits;
+  for (const auto& layer : loose.submodel.layers) for (const auto& c : layer) loose_bits += c.bits;
+  CHECK(loose_bits > tight_bits);
+
+  engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
+  const stile::ElasticPlan with_preload = engine.plan_for(e.size());
+  CHECK(!with_preload.preload.empty());
+  engine.preload_now(e.size());
+  CHECK(engine.preloaded().size() == with_preload.preload.size());
+  const stile::EngineResult warm = engine.run(e);
+  CHECK(warm.timeline.layers[0].shards_preloaded > 0);
 }

@@ -23,6 +23,7 @@ using ShardRanking = std::vector<std::vector<std::size_t>>;
 // n = layers.size(); each layer's chosen shards in any order, each at most once.
 struct SubmodelPlan {
   std::vector<std::vector<ShardChoice>> layers;
+  bool operator==(const SubmodelPlan&) const = default;
 
   // n layers of m shards each, all at `bits`: the m most important shards of each layer when a
   // ranking is given, else shards 0..m-1.

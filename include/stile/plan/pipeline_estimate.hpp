@@ -2,8 +2,7 @@
 // What a plan will cost on this device, from its profile: the layer pipeline replayed on the
 // profiled times. IO reads the layers' non-preloaded shards one after another; IO of layer k waits
 // for a working-buffer slot (compute of layer k - slots done); compute of layer k starts when its
-// IO and compute of layer k-1 are done. Also the trivial planner the engine uses until the
-// two-stage planner lands: the whole model at the highest bitwidth the target allows.
+// IO and compute of layer k-1 are done.
 #include <algorithm>
 #include <cstddef>
 #include <set>
@@ -46,23 +45,6 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
   }
   e.total_ms = n == 0 ? 0.0 : compute_end.back();
   return e;
-}
-
-// Every layer with all its shards, at the highest stored bitwidth whose estimated pipelined time
-// fits target_ms (the lowest when none does; the highest when target_ms <= 0, meaning no target).
-inline SubmodelPlan plan_whole_model(const DeviceProfile& profile, std::size_t tokens, double target_ms,
-                                     std::size_t slots, std::size_t preload_budget_bytes = 0) {
-  require(!profile.bits.empty(), "whole-model planner: the device profile has no bitwidths");
-  const std::size_t n = profile.num_layers, m = profile.shards_per_layer;
-  for (auto it = profile.bits.rbegin(); it != profile.bits.rend(); ++it) {
-    SubmodelPlan plan = SubmodelPlan::uniform(n, m, *it);
-    if (target_ms <= 0) return plan;
-    const std::size_t i = static_cast<std::size_t>(profile.bits.rend() - it) - 1;
-    const auto bytes_of = [&](const ShardKey&) { return static_cast<std::size_t>(profile.shard_bytes[i]); };
-    const std::set<ShardKey> preloaded = preload_set(plan, preload_budget_bytes, bytes_of);
-    if (estimate_pipeline(profile, plan, tokens, slots, preloaded).total_ms <= target_ms) return plan;
-  }
-  return SubmodelPlan::uniform(n, m, profile.bits.front());
 }
 
 }  // namespace stile

@@ -14,8 +14,9 @@
 // 2. Preload set: the submodel's shards in layer order (each layer's by importance), as many from
 //    the start as fit the preload budget, each at `preload_bits` (default: the lowest stored
 //    bitwidth, 2 bits on every store we make; STI preloads low-bit shards so that more fit).
-//    Sizes: profile.shard_bytes (mean bytes of one version), rounded up. Preloaded shards keep
-//    that bitwidth; the passes below only choose bits for the others.
+//    Sizes: the store's exact version sizes when given (PlannerOptions::version_bytes, the
+//    engine's), else profile.shard_bytes (mean bytes of one version), rounded up. Preloaded
+//    shards keep that bitwidth; the passes below only choose bits for the others.
 // 3. IO planning with accumulated IO budgets (accumulated_io_budgets):
 //      AIB(0) = head start + the IO time of the preloaded versions the plan uses
 //      AIB(k) = AIB(k-1) + T_comp(k-1)
@@ -69,6 +70,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -120,6 +122,9 @@ struct PlannerOptions {
   bool shrink = true;                    // ours: shrink the submodel when 2 bits cannot arrive in time
   bool check_pipeline = true;            // ours: the replayed pipeline must end by T too
   std::size_t slots = 2;                 // working-buffer slots of the replay (the engine's)
+  // The exact bytes of a store's version, for fitting the preload budget (the engine passes the
+  // store's); empty: the profile's mean bytes of one version at that bitwidth, rounded up.
+  std::function<std::size_t(const ShardKey&)> version_bytes;
 };
 
 // Stage 1's answer.
@@ -335,6 +340,7 @@ struct Context {
   std::size_t slots;
   unsigned preload_bits;
   std::size_t budget_bytes;
+  const std::function<std::size_t(const ShardKey&)>& exact_bytes;
 
   double head_start(const SubmodelPlan& plan) const {
     if (!count_slack || target_ms <= 0) return 0;
@@ -355,8 +361,8 @@ struct Context {
     for (auto& layer : at.layers) {
       for (ShardChoice& c : layer) c.bits = bits;
     }
-    const std::size_t bytes = version_bytes(profile, bits);
-    return preload_set(at, budget_bytes, [bytes](const ShardKey&) { return bytes; });
+    const std::size_t mean = version_bytes(profile, bits);
+    return preload_set(at, budget_bytes, [&](const ShardKey& k) { return exact_bytes ? exact_bytes(k) : mean; });
   }
   bool preloaded(const std::set<ShardKey>& preload, std::size_t layer, std::size_t shard) const {
     return preload.count({layer, shard, preload_bits}) != 0;
@@ -442,7 +448,8 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
                        options.check_pipeline,
                        options.slots,
                        has_target ? preload_bits : highest,
-                       options.preload_budget_bytes};
+                       options.preload_budget_bytes,
+                       options.version_bytes};
   out.preload_bits = ctx.preload_bits;
 
   const ComputePlan cp = plan_compute(profile, tokens, T);
