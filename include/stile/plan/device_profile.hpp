@@ -321,7 +321,8 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   static constexpr const char* kKeys[] = {"format",  "version",          "machine",    "bits",
                                           "io_ms",   "shard_bytes",      "lengths",    "shards_per_layer",
                                           "num_layers", "compute_ms"};
-  for (const auto& [key, value] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();  // not a structured binding: clang 14 cannot capture those
     if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys)) {
       d::fail(where, "unknown key \"", key, "\"");
     }
