@@ -1,0 +1,202 @@
+// importance: the importance profile of a shard store (plan/importance.hpp). Every shard at the
+// lowest bitwidth, one shard at a time raised to 32 bits; each configuration classifies the
+// calibration part of SST-2's train.tsv (never dev) with the gold head; shards are ranked by
+// accuracy, ties broken by the mean log-probability of the true label. Writes
+// STORE.importance.json, which train_heads --importance and the planners read.
+//
+//   train_heads minilm.stile --shapes gold     (first: the gold head, and the split it records)
+//   importance minilm.stile
+//
+// The split (seed, head-training and calibration sizes) is the heads file's, so the calibration
+// rows are never rows the gold head was trained on.
+//
+// Exit status: 0 ok, 1 runtime error, 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stile/core/progress_bar.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/eval/heads_file.hpp"
+#include "stile/eval/sst2.hpp"
+#include "stile/io/shard_store.hpp"
+#include "stile/io/vocab.hpp"
+#include "stile/io/wordpiece.hpp"
+#include "stile/plan/importance.hpp"
+
+#ifndef STILE_SST2_DIR
+#define STILE_SST2_DIR "../shared/data/sst2"
+#endif
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: importance [options] STORE
+
+Measures how much each shard of the shard store STORE matters on SST-2: the whole model with every
+shard at the lowest stored bitwidth, then each shard alone raised to the highest, classified by
+the gold head on the calibration part of train.tsv. Writes STORE.importance.json.
+
+options:
+  --sst2 DIR          the SST-2 directory with train.tsv (default: <repo>/../shared/data/sst2)
+  --heads FILE        the heads file with the gold head and the split (default: STORE.heads.json)
+  --head KEY          the head to classify with (default: gold)
+  --out FILE          where to write the profile (default: STORE.importance.json)
+  --limit K           only the first K calibration sentences (a quick look; default: all)
+  --threads N         compute threads (default: one per core)
+  --batch B           sentences per layer run (default: 64)
+  --help              print this help
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "importance: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+std::size_t parse_count(std::string_view text, const char* what) {
+  std::size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(std::string(text), &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != text.size() || text.empty() || text.front() == '-') {
+    usage_error(fmt::format("{} must be a whole number, got '{}'", what, text));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::filesystem::path sst2_dir = STILE_SST2_DIR;
+  std::optional<std::filesystem::path> heads_path, out;
+  std::string head_key = "gold";
+  std::size_t threads = 0, limit = 0;
+  stile::ImportanceOptions options;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--sst2") {
+      sst2_dir = std::string(value());
+    } else if (arg == "--heads") {
+      heads_path = std::filesystem::path(std::string(value()));
+    } else if (arg == "--head") {
+      head_key = std::string(value());
+    } else if (arg == "--out") {
+      out = std::filesystem::path(std::string(value()));
+    } else if (arg == "--limit") {
+      limit = parse_count(value(), "--limit");
+      if (limit == 0) usage_error("--limit must be positive");
+    } else if (arg == "--threads") {
+      threads = parse_count(value(), "--threads");
+      if (threads == 0) usage_error("--threads must be positive");
+    } else if (arg == "--batch") {
+      options.batch = parse_count(value(), "--batch");
+      if (options.batch == 0) usage_error("--batch must be positive");
+    } else if (arg.starts_with("-")) {
+      usage_error(fmt::format("unknown option '{}'", arg));
+    } else {
+      positional.emplace_back(arg);
+    }
+  }
+  if (positional.size() != 1) usage_error("give one shard store");
+  const std::filesystem::path store_path = positional[0];
+  if (!heads_path) heads_path = stile::heads_path_for(store_path);
+  if (!out) out = stile::importance_path_for(store_path);
+
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const stile::ShardStore store = stile::ShardStore::open(store_path);
+    const stile::HeadsFile heads = stile::HeadsFile::load(*heads_path);
+    const stile::LinearHead& head = heads.at(head_key, heads_path->string()).head;
+    if (heads.store != store_path.filename().string()) {
+      std::fprintf(stderr, "importance: note: %s was trained for store %s, this is %s\n", heads_path->c_str(),
+                   heads.store.c_str(), store_path.filename().c_str());
+    }
+
+    const stile::LabeledSentences train_all = stile::read_glue_tsv(sst2_dir / "train.tsv");
+    if (train_all.size() != heads.split.rows) {
+      throw stile::Error(fmt::format("stile: {}: {} rows, but the heads in {} were trained on a split of {} rows",
+                                     (sst2_dir / "train.tsv").string(), train_all.size(), heads_path->string(),
+                                     heads.split.rows));
+    }
+    const stile::Sst2Parts parts = stile::split_sst2(train_all.size(), heads.split.split);
+    std::vector<std::size_t> rows = parts.calibration;
+    if (limit != 0 && limit < rows.size()) rows.resize(limit);
+    const stile::LabeledSentences calibration = train_all.subset(rows);
+    const stile::WordPieceTokenizer tokenizer(
+        stile::Vocab::parse(store.read_vocab(), store.name()),
+        stile::WordPieceOptions{.max_length = std::min<std::size_t>(256, store.config().max_position_embeddings)});
+    std::vector<stile::Encoding> encodings;
+    for (const std::string& s : calibration.sentences) encodings.push_back(tokenizer.encode(s));
+
+    const std::size_t N = store.num_layers(), M = store.shards_per_layer();
+    fmt::print("store {} ({} layers x {} shards); head \"{}\" of {}; {} calibration sentences of train.tsv "
+               "(seed {}, after the {} head-training rows)\n",
+               store_path.string(), N, M, head_key, heads_path->string(), calibration.size(), heads.split.split.seed,
+               heads.split.split.train);
+    std::fflush(stdout);  // before the progress bar on stderr
+
+    stile::ThreadPool pool(threads, /*cpu_bound_workers=*/true);
+    options.pool = &pool;
+    stile::ProgressBar bar(fmt::format("importance ({} configurations)", 2 + N * M));
+    options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    stile::ImportanceProfile p = stile::profile_importance(store, encodings, calibration.labels, head, options);
+    p.split = heads.split;
+    p.head = head_key;
+    p.save(*out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    fmt::print("\nall shards at {:>2} bits: accuracy {:.4f}, mean log p(true) {:.4f}\n", p.base_bits,
+               p.base.accuracy(), p.base.mean_log_prob);
+    fmt::print("all shards at {:>2} bits: accuracy {:.4f}, mean log p(true) {:.4f}\n\n", p.raised_bits,
+               p.full.accuracy(), p.full.mean_log_prob);
+    fmt::print("accuracy with one shard raised to {} bits (rows: layers; columns: shards):\n      ", p.raised_bits);
+    for (std::size_t s = 0; s < M; ++s) fmt::print(" {:>6}", s);
+    fmt::print("\n");
+    for (std::size_t l = 0; l < N; ++l) {
+      fmt::print("L{:<4}", l);
+      for (std::size_t s = 0; s < M; ++s) fmt::print(" {:>6.3f}", p.shards[l][s].accuracy());
+      fmt::print("\n");
+    }
+    auto line = [&](std::size_t rank) {
+      const stile::LayerShard ls = p.order[rank];
+      const stile::HeadScore& s = p.shards[ls.layer][ls.shard];
+      fmt::print("  #{:<3} layer {} shard {:>2}: accuracy {:.4f} ({:+d} sentences vs base), mean log p {:.5f}\n",
+                 rank + 1, ls.layer, ls.shard, s.accuracy(),
+                 static_cast<long>(s.correct) - static_cast<long>(p.base.correct), s.mean_log_prob);
+    };
+    const std::size_t shown = std::min<std::size_t>(5, p.order.size());
+    fmt::print("\nmost important:\n");
+    for (std::size_t r = 0; r < shown; ++r) line(r);
+    fmt::print("least important:\n");
+    for (std::size_t r = p.order.size() - shown; r < p.order.size(); ++r) line(r);
+    fmt::print("\nper-layer ranking (most important first):\n");
+    for (std::size_t l = 0; l < N; ++l) {
+      fmt::print("  layer {}: {}\n", l, fmt::join(p.ranking[l], " "));
+    }
+    fmt::print("\nwrote {}; {:.1f} s\n", out->string(), seconds);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "importance: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

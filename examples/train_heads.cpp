@@ -1,0 +1,342 @@
+// train_heads: the SST-2 classification heads of a shard store, one per submodel shape
+// (eval/heads_file.hpp). Each head is a logistic regression (model/linear_head.hpp) on the
+// mean-pooled, L2-normalized embeddings that its submodel (n layers x m shards, every shard at 32
+// bits) gives the head-training part of train.tsv (eval/sst2.hpp: seed 20261123, 8000 rows).
+// The gold head is the full model's. dev.tsv is only used to report the gold head's accuracy.
+//
+//   train_heads minilm.stile --shapes gold                                   1. the gold head
+//   importance minilm.stile                                                  2. the importance profile
+//   train_heads minilm.stile --shapes all --importance minilm.stile.importance.json   3. every shape
+//
+// Which shards a shape keeps: the m most important of each layer by --importance, else shards
+// 0..m-1. One pass over the data per m gives every n x m shape: the hidden states are pooled after
+// each layer. Heads already in the output file and not retrained are kept (the file's store and
+// split must match).
+//
+// Exit status: 0 ok, 1 runtime error, 2 usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stile/core/progress_bar.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/eval/heads_file.hpp"
+#include "stile/eval/layerwise.hpp"
+#include "stile/eval/sst2.hpp"
+#include "stile/io/shard_store.hpp"
+#include "stile/io/vocab.hpp"
+#include "stile/io/wordpiece.hpp"
+#include "stile/model/linear_head.hpp"
+#include "stile/plan/importance.hpp"
+
+#ifndef STILE_SST2_DIR
+#define STILE_SST2_DIR "../shared/data/sst2"
+#endif
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: train_heads [options] STORE
+
+Trains the SST-2 classification heads of the shard store STORE (logistic regression on pooled
+embeddings), one per submodel shape, on the head-training part of train.tsv, and writes them to
+STORE.heads.json. Prints each head's training accuracy and the gold head's dev accuracy.
+
+options:
+  --sst2 DIR            the SST-2 directory with train.tsv and dev.tsv
+                        (default: <repo>/../shared/data/sst2)
+  --shapes LIST         comma-separated: gold (the full model), NxM (N layers x M shards per
+                        layer), or all (gold and every NxM) (default: all)
+  --importance FILE     an importance profile (examples/importance): each layer keeps its M most
+                        important shards (default: shards 0..M-1)
+  --out FILE            the heads file (default: STORE.heads.json); heads in it that are not
+                        retrained are kept
+  --threads N           compute threads (default: one per core)
+  --batch B             sentences per layer run (default: 64)
+  --seed S              the split's seed (default: 20261123)
+  --train N             head-training rows (default: 8000)
+  --calibration N       calibration rows after them, recorded for importance (default: 1000)
+  --l2 X                L2 penalty of the logistic regression (default: 1e-4)
+  --help                print this help
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "train_heads: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+std::size_t parse_count(std::string_view text, const char* what) {
+  std::size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(std::string(text), &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos != text.size() || text.empty() || text.front() == '-') {
+    usage_error(fmt::format("{} must be a whole number, got '{}'", what, text));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The shapes asked for: "gold" and (n, m) pairs.
+struct Shapes {
+  bool gold = false;
+  std::set<std::pair<std::size_t, std::size_t>> nm;
+};
+
+Shapes parse_shapes(std::string_view list, std::size_t layers, std::size_t shards) {
+  Shapes out;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    std::size_t n = 0, m = 0;
+    if (item == "gold") {
+      out.gold = true;
+    } else if (item == "all") {
+      out.gold = true;
+      for (std::size_t a = 1; a <= layers; ++a) {
+        for (std::size_t b = 1; b <= shards; ++b) out.nm.insert({a, b});
+      }
+    } else if (stile::parse_shape_key(item, n, m)) {
+      if (n < 1 || n > layers || m < 1 || m > shards) {
+        usage_error(fmt::format("--shapes: {} is outside the store's {} layers x {} shards", item, layers, shards));
+      }
+      out.nm.insert({n, m});
+    } else {
+      usage_error(fmt::format("--shapes: '{}' is not gold, all or NxM", item));
+    }
+  }
+  if (!out.gold && out.nm.empty()) usage_error("--shapes names no shape");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::filesystem::path sst2_dir = STILE_SST2_DIR;
+  std::string shapes_text = "all";
+  std::optional<std::filesystem::path> importance_path, out;
+  std::size_t threads = 0, batch = 64;
+  stile::Sst2Split split;
+  stile::LogisticRegressionOptions lr;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--sst2") {
+      sst2_dir = std::string(value());
+    } else if (arg == "--shapes") {
+      shapes_text = std::string(value());
+    } else if (arg == "--importance") {
+      importance_path = std::filesystem::path(std::string(value()));
+    } else if (arg == "--out") {
+      out = std::filesystem::path(std::string(value()));
+    } else if (arg == "--threads") {
+      threads = parse_count(value(), "--threads");
+      if (threads == 0) usage_error("--threads must be positive");
+    } else if (arg == "--batch") {
+      batch = parse_count(value(), "--batch");
+      if (batch == 0) usage_error("--batch must be positive");
+    } else if (arg == "--seed") {
+      split.seed = parse_count(value(), "--seed");
+    } else if (arg == "--train") {
+      split.train = parse_count(value(), "--train");
+      if (split.train == 0) usage_error("--train must be positive");
+    } else if (arg == "--calibration") {
+      split.calibration = parse_count(value(), "--calibration");
+    } else if (arg == "--l2") {
+      const std::string text(value());
+      char* end = nullptr;
+      lr.l2 = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(lr.l2 >= 0)) usage_error("--l2 must be a number >= 0");
+    } else if (arg.starts_with("-")) {
+      usage_error(fmt::format("unknown option '{}'", arg));
+    } else {
+      positional.emplace_back(arg);
+    }
+  }
+  if (positional.size() != 1) usage_error("give one shard store");
+  const std::filesystem::path store_path = positional[0];
+  if (!out) out = stile::heads_path_for(store_path);
+
+  try {
+    const auto t_start = std::chrono::steady_clock::now();
+    const stile::ShardStore store = stile::ShardStore::open(store_path);
+    const std::size_t N = store.num_layers(), M = store.shards_per_layer(), d = store.config().hidden;
+    const unsigned top_bits = store.bits().back();
+    const Shapes shapes = parse_shapes(shapes_text, N, M);
+
+    stile::ShardRanking ranking;  // empty: shards 0..m-1
+    if (importance_path) {
+      ranking = stile::load_importance(*importance_path).ranking;
+      stile::check_full_ranking(ranking, N, M, importance_path->string() + " (for this store)");
+    }
+
+    const stile::LabeledSentences train_all = stile::read_glue_tsv(sst2_dir / "train.tsv");
+    const stile::LabeledSentences dev = stile::read_glue_tsv(sst2_dir / "dev.tsv");
+    const stile::Sst2Parts parts = stile::split_sst2(train_all.size(), split);
+    const stile::LabeledSentences train = train_all.subset(parts.train);
+    const stile::RecordedSplit recorded{split, train_all.size()};
+
+    stile::HeadsFile file;
+    if (std::filesystem::exists(*out)) {
+      file = stile::HeadsFile::load(*out);
+      const std::string name = store_path.filename().string();
+      if (file.store != name || file.num_layers != N || file.shards_per_layer != M || !(file.split == recorded)) {
+        throw stile::Error(fmt::format(
+            "stile: {}: its heads are for store {} ({} x {}), split seed {} train {} calibration {} of {} rows; this "
+            "run is for {} ({} x {}), seed {} train {} calibration {} of {} rows. Remove it or give another --out",
+            out->string(), file.store, file.num_layers, file.shards_per_layer, file.split.split.seed,
+            file.split.split.train, file.split.split.calibration, file.split.rows, name, N, M, split.seed, split.train,
+            split.calibration, train_all.size()));
+      }
+    }
+    file.store = store_path.filename().string();
+    file.num_layers = N;
+    file.shards_per_layer = M;
+    file.split = recorded;
+
+    const stile::WordPieceTokenizer tokenizer(
+        stile::Vocab::parse(store.read_vocab(), store.name()),
+        stile::WordPieceOptions{.max_length = std::min<std::size_t>(256, store.config().max_position_embeddings)});
+    auto tokenize = [&](const stile::LabeledSentences& s) {
+      std::vector<stile::Encoding> e;
+      e.reserve(s.size());
+      for (const std::string& text : s.sentences) e.push_back(tokenizer.encode(text));
+      return e;
+    };
+    const std::vector<stile::Encoding> train_enc = tokenize(train);
+    fmt::print("store {} ({} layers x {} shards; heads on its {}-bit shards); SST-2 train.tsv {} rows, head "
+               "training {} (seed {}), dev {}; shards per layer: {}\n",
+               store_path.string(), N, M, top_bits, train_all.size(), train.size(), split.seed, dev.size(),
+               importance_path ? "the most important by " + importance_path->string() : std::string("0..m-1"));
+    std::fflush(stdout);  // before the progress bars on stderr
+
+    stile::ThreadPool pool(threads, /*cpu_bound_workers=*/true);
+    stile::LayerwiseBert bert(store);
+
+    // The m values to run and, per m, the layer counts to pool after. The shards of a layer are
+    // taken in ascending id order: only the set matters, and then the M-shard submodel is the gold
+    // one bit for bit.
+    std::map<std::size_t, std::set<std::size_t>> passes;
+    for (const auto& [n, m] : shapes.nm) passes[m].insert(n);
+    if (shapes.gold) passes[M].insert(N);
+    auto layer_shards = [&](std::size_t layer, std::size_t m) {
+      std::vector<stile::ShardChoice> chosen;
+      for (std::size_t r = 0; r < m; ++r) chosen.push_back({ranking.empty() ? r : ranking[layer][r], top_bits});
+      std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.shard < b.shard; });
+      return chosen;
+    };
+
+    const auto t_embed = std::chrono::steady_clock::now();
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<float>> features;  // (n, m) -> [rows x d]
+    for (const auto& [m, layer_counts] : passes) {
+      const std::size_t deepest = *layer_counts.rbegin();
+      stile::ProgressBar bar(fmt::format("embed m={:>2}, n=1..{}", m, deepest));
+      for (const std::size_t n : layer_counts) features[{n, m}].reserve(train.size() * d);
+      for (std::size_t begin = 0; begin < train_enc.size(); begin += batch) {
+        const std::size_t end = std::min(train_enc.size(), begin + batch);
+        stile::HiddenBatch x = bert.embed(std::span<const stile::Encoding>(train_enc).subspan(begin, end - begin));
+        for (std::size_t l = 0; l < deepest; ++l) {
+          bert.run_layer(l, layer_shards(l, m), x, pool);
+          if (layer_counts.count(l + 1) != 0) {
+            const std::vector<float> e = stile::mean_pooled_normalized(x, d);
+            std::vector<float>& f = features[{l + 1, m}];
+            f.insert(f.end(), e.begin(), e.end());
+          }
+        }
+        bar.update(end, train_enc.size());
+      }
+      bert.drop_shards();
+    }
+    const double embed_seconds = seconds_since(t_embed);
+
+    const auto t_train = std::chrono::steady_clock::now();
+    lr.pool = &pool;
+    struct Trained {
+      std::string key;
+      stile::LogisticRegressionReport report;
+    };
+    std::vector<Trained> trained;
+    auto train_one = [&](const std::string& key, std::size_t n, std::size_t m, const stile::ShardRanking& assumed) {
+      stile::LogisticRegressionReport report;
+      stile::StoredHead h;
+      h.head = stile::train_logistic_regression(features.at({n, m}), d, train.labels, stile::sst2_label_names(), lr,
+                                                &report);
+      h.train_accuracy = report.train_accuracy;
+      h.ranking = assumed;
+      file.heads[key] = std::move(h);
+      trained.push_back({key, report});
+    };
+    const std::size_t head_count = shapes.nm.size() + (shapes.gold ? 1 : 0);
+    stile::ProgressBar train_bar("train heads");
+    if (shapes.gold) {
+      train_one("gold", N, M, {});
+      train_bar.update(trained.size(), head_count);
+    }
+    for (const auto& [n, m] : shapes.nm) {
+      train_one(stile::shape_key(n, m), n, m, ranking);
+      train_bar.update(trained.size(), head_count);
+    }
+    const double train_seconds = seconds_since(t_train);
+    file.save(*out);
+
+    fmt::print("\n{:>6} {:>10} {:>11} {:>6} {:>10}\n", "head", "train acc", "loss", "iters", "converged");
+    for (const Trained& t : trained) {
+      fmt::print("{:>6} {:>10.4f} {:>11.6f} {:>6} {:>10}\n", t.key, t.report.train_accuracy, t.report.loss,
+                 t.report.iterations, t.report.converged ? "yes" : "no");
+    }
+
+    double dev_seconds = 0;
+    if (file.heads.count("gold") != 0) {
+      const auto t_dev = std::chrono::steady_clock::now();
+      const std::vector<stile::Encoding> dev_enc = tokenize(dev);
+      std::vector<float> dev_features;
+      std::vector<stile::ShardChoice> all;
+      for (std::size_t s = 0; s < M; ++s) all.push_back({s, top_bits});
+      for (std::size_t begin = 0; begin < dev_enc.size(); begin += batch) {
+        const std::size_t end = std::min(dev_enc.size(), begin + batch);
+        stile::HiddenBatch x = bert.embed(std::span<const stile::Encoding>(dev_enc).subspan(begin, end - begin));
+        for (std::size_t l = 0; l < N; ++l) bert.run_layer(l, all, x, pool);
+        const std::vector<float> e = stile::mean_pooled_normalized(x, d);
+        dev_features.insert(dev_features.end(), e.begin(), e.end());
+      }
+      const stile::HeadScore s = stile::score_head(file.heads.at("gold").head, dev_features, dev.labels);
+      dev_seconds = seconds_since(t_dev);
+      fmt::print("\ngold head on SST-2 dev (reporting only): accuracy {:.4f} ({}/{}), mean log p(true) {:.4f}\n",
+                 s.accuracy(), s.correct, s.total, s.mean_log_prob);
+    }
+    fmt::print("\nwrote {} ({} heads)\ntime: embedding {:.1f} s, training {:.1f} s, dev {:.1f} s, total {:.1f} s\n",
+               out->string(), file.heads.size(), embed_seconds, train_seconds, dev_seconds, seconds_since(t_start));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_heads: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

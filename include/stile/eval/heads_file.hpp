@@ -1,0 +1,354 @@
+#pragma once
+// The classification heads of a shard store, one per submodel shape, in one JSON file beside the
+// store (STORE.heads.json, written by examples/train_heads). A head is fit to the embeddings of
+// one submodel, so a submodel of another shape needs its own.
+//
+//   {
+//     "format": "stile-heads",                  exactly this
+//     "version": 1,
+//     "store": "minilm.stile",                  the shard store's file name
+//     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
+//     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
+//                                               eval/sst2.hpp's split of train.tsv (rows: its row
+//                                               count, so another train.tsv is noticed)
+//     "heads": {
+//       "gold": {...},                          the full model, every shard at 32 bits
+//       "6x12": {...}, "4x8": {...}, ...        n layers x m shards per layer, all at 32 bits
+//     }
+//   }
+//
+// Each head: the keys of head_to_json (model/linear_head.hpp: labels, weight, bias) and
+//   "train_accuracy": x                         on its own training rows
+//   "ranking": [[...], ...] or null             the per-layer shard ranking whose top m shards the
+//                                               submodel kept (null: shards 0..m-1; the gold head
+//                                               keeps all shards, so null)
+// Shape keys: "gold" or "<n>x<m>" with 1 <= n <= num_layers, 1 <= m <= shards_per_layer; a ranking
+// is num_layers permutations of 0..shards_per_layer-1. Unknown keys are refused. Errors are
+// "stile: <file>: <problem>".
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "stile/core/error.hpp"
+#include "stile/eval/sst2.hpp"
+#include "stile/io/file_error.hpp"
+#include "stile/io/strict_json.hpp"
+#include "stile/model/linear_head.hpp"
+#include "stile/model/submodel.hpp"
+
+namespace stile {
+
+inline constexpr std::string_view kHeadsFormatName = "stile-heads";
+inline constexpr std::uint64_t kHeadsVersion = 1;
+
+// The split a heads file was trained on: Sst2Split and the row count of the train.tsv it split.
+struct RecordedSplit {
+  Sst2Split split;
+  std::size_t rows = 0;
+  bool operator==(const RecordedSplit&) const = default;
+};
+
+struct StoredHead {
+  LinearHead head;
+  double train_accuracy = 0;
+  ShardRanking ranking;  // empty: shards 0..m-1 (or the whole model)
+};
+
+// "<n>x<m>".
+inline std::string shape_key(std::size_t layers, std::size_t shards) {
+  return std::to_string(layers) + "x" + std::to_string(shards);
+}
+
+// Parses "<n>x<m>" (decimal, no sign or leading zero); false when `key` is not one.
+inline bool parse_shape_key(std::string_view key, std::size_t& layers, std::size_t& shards) {
+  const std::size_t x = key.find('x');
+  if (x == std::string_view::npos) return false;
+  auto number = [](std::string_view s, std::size_t& out) {
+    if (s.empty() || s.size() > 6 || s[0] == '0') return false;
+    out = 0;
+    for (const char ch : s) {
+      if (ch < '0' || ch > '9') return false;
+      out = out * 10 + static_cast<std::size_t>(ch - '0');
+    }
+    return true;
+  };
+  return number(key.substr(0, x), layers) && number(key.substr(x + 1), shards);
+}
+
+// STORE.heads.json beside the store.
+inline std::filesystem::path heads_path_for(const std::filesystem::path& store) {
+  std::filesystem::path p = store;
+  p += ".heads.json";
+  return p;
+}
+
+namespace heads_detail {
+
+inline constexpr std::uintmax_t kMaxBytes = std::uintmax_t{256} << 20;  // ~80 shapes of MiniLM are ~1.5 MB
+inline constexpr int kMaxJsonDepth = 8;
+
+template <class... Parts>
+[[noreturn]] void fail(std::string_view file, const Parts&... parts) {
+  io_detail::fail_in_file(file, parts...);
+}
+
+inline std::uint64_t whole(const nlohmann::json& v, std::string_view what, std::string_view file) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  fail(file, what, " must be a whole number >= 0, got ", io_detail::json_excerpt(v));
+}
+
+inline const nlohmann::json& member(const nlohmann::json& j, const char* key, std::string_view where,
+                                    std::string_view file) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail(file, where, "missing \"", std::string_view(key), "\"");
+  return *it;
+}
+
+inline void only_keys(const nlohmann::json& j, std::initializer_list<std::string_view> keys, std::string_view where,
+                      std::string_view file) {
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) fail(file, where, "unknown key \"", key, "\"");
+  }
+}
+
+}  // namespace heads_detail
+
+// What is wrong with `ranking` as `layers` permutations of 0..shards-1; empty when nothing is.
+inline std::string ranking_problem(const ShardRanking& ranking, std::size_t layers, std::size_t shards) {
+  if (ranking.size() != layers) return io_detail::concat("the ranking has ", ranking.size(), " layers, expected ", layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (ranking[l].size() != shards) {
+      return io_detail::concat("the ranking of layer ", l, " has ", ranking[l].size(), " shards, expected ", shards);
+    }
+    std::vector<bool> seen(shards, false);
+    for (const std::size_t s : ranking[l]) {
+      if (s >= shards || seen[s]) {
+        return io_detail::concat("the ranking of layer ", l, " is not a permutation of 0..", shards - 1);
+      }
+      seen[s] = true;
+    }
+  }
+  return {};
+}
+
+// Throws stile::Error "stile: <what>: <problem>" unless `ranking` is complete (ranking_problem).
+inline void check_full_ranking(const ShardRanking& ranking, std::size_t layers, std::size_t shards,
+                               std::string_view what) {
+  const std::string problem = ranking_problem(ranking, layers, shards);
+  if (!problem.empty()) throw Error(io_detail::concat("stile: ", what, ": ", problem));
+}
+
+// A ranking from JSON ([[...], ...] of whole numbers); shape checked by check_full_ranking.
+inline ShardRanking ranking_from_json(const nlohmann::json& v, std::size_t layers, std::size_t shards,
+                                      std::string_view what, std::string_view file) {
+  if (!v.is_array()) io_detail::fail_in_file(file, what, " must be an array of per-layer arrays, got ", io_detail::json_excerpt(v));
+  ShardRanking r;
+  for (const auto& layer : v) {
+    if (!layer.is_array()) io_detail::fail_in_file(file, what, " must hold arrays, got ", io_detail::json_excerpt(layer));
+    std::vector<std::size_t>& out = r.emplace_back();
+    for (const auto& s : layer) {
+      if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<std::int64_t>() >= 0)) {
+        io_detail::fail_in_file(file, what, " must hold whole numbers >= 0, got ", io_detail::json_excerpt(s));
+      }
+      const auto x = s.get<std::uint64_t>();
+      out.push_back(x > shards ? shards : static_cast<std::size_t>(x));  // out of range: caught below
+    }
+  }
+  const std::string problem = ranking_problem(r, layers, shards);
+  if (!problem.empty()) io_detail::fail_in_file(file, what, ": ", problem);
+  return r;
+}
+
+inline nlohmann::json recorded_split_to_json(const RecordedSplit& s) {
+  return nlohmann::json{{"seed", s.split.seed},
+                        {"train", s.split.train},
+                        {"calibration", s.split.calibration},
+                        {"rows", s.rows}};
+}
+
+// {"seed", "train", "calibration", "rows"}, the parts fitting in the rows.
+inline RecordedSplit recorded_split_from_json(const nlohmann::json& split, std::string_view file) {
+  namespace d = heads_detail;
+  if (!split.is_object()) io_detail::fail_in_file(file, "\"split\" must be an object, got ", io_detail::json_excerpt(split));
+  d::only_keys(split, {"seed", "train", "calibration", "rows"}, "\"split\": ", file);
+  RecordedSplit r;
+  r.split.seed = d::whole(d::member(split, "seed", "\"split\": ", file), "\"split\".\"seed\"", file);
+  r.split.train =
+      static_cast<std::size_t>(d::whole(d::member(split, "train", "\"split\": ", file), "\"split\".\"train\"", file));
+  r.split.calibration = static_cast<std::size_t>(
+      d::whole(d::member(split, "calibration", "\"split\": ", file), "\"split\".\"calibration\"", file));
+  r.rows = static_cast<std::size_t>(d::whole(d::member(split, "rows", "\"split\": ", file), "\"split\".\"rows\"", file));
+  if (r.split.train > r.rows || r.split.calibration > r.rows - r.split.train) {
+    io_detail::fail_in_file(file, "\"split\": ", r.split.train, " training + ", r.split.calibration,
+                            " calibration rows do not fit in ", r.rows, " rows");
+  }
+  return r;
+}
+
+struct HeadsFile {
+  std::string store;  // the store's file name
+  std::size_t num_layers = 0, shards_per_layer = 0;
+  RecordedSplit split;
+  std::map<std::string, StoredHead> heads;  // "gold", "<n>x<m>"
+
+  // The head stored under `key`; a missing one is an Error naming `file` and the keys there are.
+  const StoredHead& at(const std::string& key, std::string_view file = "heads") const {
+    const auto it = heads.find(key);
+    if (it == heads.end()) {
+      std::string have;
+      for (const auto& [k, h] : heads) have += (have.empty() ? "" : ", ") + k;
+      io_detail::fail_in_file(file, "has no head \"", key, "\" (it has: ", have.empty() ? "none" : have,
+                              "); examples/train_heads makes them");
+    }
+    return it->second;
+  }
+
+  nlohmann::json to_json() const {
+    nlohmann::json hs = nlohmann::json::object();
+    for (const auto& [key, h] : heads) {
+      nlohmann::json j = head_to_json(h.head);
+      j["train_accuracy"] = h.train_accuracy;
+      j["ranking"] = h.ranking.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.ranking);
+      hs[key] = std::move(j);
+    }
+    return nlohmann::json{{"format", kHeadsFormatName},
+                          {"version", kHeadsVersion},
+                          {"store", store},
+                          {"num_layers", num_layers},
+                          {"shards_per_layer", shards_per_layer},
+                          {"split", recorded_split_to_json(split)},
+                          {"heads", std::move(hs)}};
+  }
+
+  static HeadsFile from_json(const nlohmann::json& j, std::string_view file) {
+    namespace d = heads_detail;
+    if (!j.is_object()) d::fail(file, "must be a JSON object, got ", io_detail::json_excerpt(j));
+    d::only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
+    const nlohmann::json& format = d::member(j, "format", "", file);
+    if (!format.is_string() || format.get<std::string>() != kHeadsFormatName) {
+      d::fail(file, "\"format\" is ", io_detail::json_excerpt(format), ", expected \"", kHeadsFormatName,
+              "\" (not a heads file)");
+    }
+    const std::uint64_t version = d::whole(d::member(j, "version", "", file), "\"version\"", file);
+    if (version != kHeadsVersion) {
+      d::fail(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion, ")");
+    }
+    HeadsFile h;
+    const nlohmann::json& store = d::member(j, "store", "", file);
+    if (!store.is_string()) d::fail(file, "\"store\" must be a string, got ", io_detail::json_excerpt(store));
+    h.store = store.get<std::string>();
+    const std::uint64_t layers = d::whole(d::member(j, "num_layers", "", file), "\"num_layers\"", file);
+    const std::uint64_t shards = d::whole(d::member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", file);
+    if (layers < 1 || layers > 4096) d::fail(file, "\"num_layers\" = ", layers, " is outside 1..4096");
+    if (shards < 1 || shards > 4096) d::fail(file, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
+    h.num_layers = static_cast<std::size_t>(layers);
+    h.shards_per_layer = static_cast<std::size_t>(shards);
+
+    h.split = recorded_split_from_json(d::member(j, "split", "", file), file);
+
+    const nlohmann::json& heads = d::member(j, "heads", "", file);
+    if (!heads.is_object()) d::fail(file, "\"heads\" must be an object, got ", io_detail::json_excerpt(heads));
+    std::size_t hidden = 0;
+    for (const auto& [key, value] : heads.items()) {
+      const std::string where = io_detail::concat("head \"", std::string_view(key).substr(0, 40), "\"");
+      std::size_t n = 0, m = 0;
+      if (key != "gold") {
+        if (!parse_shape_key(key, n, m)) {
+          io_detail::fail_in_file(file, where, ": the key must be \"gold\" or \"<layers>x<shards>\"");
+        }
+        if (n < 1 || n > h.num_layers || m < 1 || m > h.shards_per_layer) {
+          io_detail::fail_in_file(file, where, ": outside the store's ", h.num_layers, " x ", h.shards_per_layer);
+        }
+      }
+      if (!value.is_object()) io_detail::fail_in_file(file, where, ": must be a JSON object");
+      nlohmann::json core = value;
+      StoredHead stored;
+      const auto acc = core.find("train_accuracy");
+      if (acc == core.end()) io_detail::fail_in_file(file, where, ": missing \"train_accuracy\"");
+      if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
+        io_detail::fail_in_file(file, where, ": \"train_accuracy\" must be a number in [0, 1], got ",
+                                io_detail::json_excerpt(*acc));
+      }
+      stored.train_accuracy = acc->get<double>();
+      const auto ranking = core.find("ranking");
+      if (ranking == core.end()) io_detail::fail_in_file(file, where, ": missing \"ranking\" (null for none)");
+      if (!ranking->is_null()) {
+        stored.ranking = ranking_from_json(*ranking, h.num_layers, h.shards_per_layer,
+                                           io_detail::concat(where, ": \"ranking\""), file);
+      }
+      core.erase("train_accuracy");
+      core.erase("ranking");
+      stored.head = head_from_json(core, file, where);
+      if (hidden == 0) hidden = stored.head.hidden();
+      if (stored.head.hidden() != hidden) {
+        io_detail::fail_in_file(file, where, ": hidden size ", stored.head.hidden(), ", other heads have ", hidden);
+      }
+      h.heads.emplace(key, std::move(stored));
+    }
+    return h;
+  }
+
+  // Temporary file beside `path`, then rename: `path` is the complete new file or untouched.
+  void save(const std::filesystem::path& path) const {
+    const std::string file = path.string();
+    std::string text;
+    try {
+      text = to_json().dump(1) + "\n";
+    } catch (const nlohmann::json::exception& e) {
+      io_detail::fail_in_file(file, "cannot write the heads: ", e.what());
+    }
+    std::filesystem::path temp = path;
+    temp += io_detail::concat(".tmp-", static_cast<long>(::getpid()));
+    {
+      std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+      if (!out) io_detail::fail_in_file(file, "cannot create the temporary file ", temp.string());
+      out.write(text.data(), static_cast<std::streamsize>(text.size()));
+      out.close();
+      if (!out) {
+        std::error_code ignored;
+        std::filesystem::remove(temp, ignored);
+        io_detail::fail_in_file(file, "cannot write the temporary file ", temp.string());
+      }
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, path, ec);
+    if (ec) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      io_detail::fail_in_file(file, "cannot rename the temporary file ", temp.string(), " into place: ", ec.message());
+    }
+  }
+
+  static HeadsFile load(const std::filesystem::path& path) {
+    const std::string file = path.string();
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec) io_detail::fail_in_file(file, "cannot read the heads file: ", ec.message());
+    if (size > heads_detail::kMaxBytes) {
+      io_detail::fail_in_file(file, "is ", size, " bytes, too large for a heads file (limit ", heads_detail::kMaxBytes, ")");
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) io_detail::fail_in_file(file, "cannot open the heads file");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) io_detail::fail_in_file(file, "cannot read the heads file");
+    return from_json(io_detail::parse_strict_json(text, heads_detail::kMaxJsonDepth, file, "the heads file"), file);
+  }
+};
+
+}  // namespace stile

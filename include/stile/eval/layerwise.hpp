@@ -1,0 +1,138 @@
+#pragma once
+// A shard-store BERT run one layer at a time on hidden states the caller keeps, for evaluation
+// tools that run many submodels over one corpus:
+//  - the importance profile starts each configuration at the layer whose shard changed, from the
+//    base configuration's hidden states below it (identical, so not recomputed);
+//  - head training pools after every layer of one pass, so one pass over m shards per layer
+//    gives the embeddings of every n x m shape.
+// The shard versions it uses are read once and kept (all 72 shards of MiniLM at 32 bits are
+// ~40 MB), unlike ShardedBert, which reads a layer's shards per request. The arithmetic is
+// ShardedBert::encode's (same embedding, same ShardedLayer, untiled), so the results are the same.
+//
+// Not thread-safe (the shard cache and the workspace are shared); the layers use the given pool.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/shard_store.hpp"
+#include "stile/io/wordpiece.hpp"
+#include "stile/kernels/rowwise.hpp"
+#include "stile/model/bert_model.hpp"
+#include "stile/model/embeddings.hpp"
+#include "stile/model/submodel.hpp"
+#include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/sharded_layer.hpp"
+
+namespace stile {
+
+// The hidden states of a batch of sequences between two layers: the real tokens of all
+// sequences, packed ([offsets.back() x hidden]).
+struct HiddenBatch {
+  std::vector<std::size_t> offsets{0};  // sequences + 1 token offsets
+  std::vector<float> hidden;
+
+  std::size_t sequences() const noexcept { return offsets.size() - 1; }
+  std::size_t tokens() const noexcept { return offsets.back(); }
+};
+
+class LayerwiseBert {
+ public:
+  // Keeps a reference to `store`, which must outlive this.
+  explicit LayerwiseBert(const ShardStore& store) : store_(store), embeddings_(store.read_embeddings()) {
+    for (std::size_t l = 0; l < store.num_layers(); ++l) residents_.push_back(store.read_resident(l));
+  }
+
+  const BertConfig& config() const noexcept { return store_.config(); }
+  const ShardStore& store() const noexcept { return store_; }
+
+  // The embedding layer's output for `batch` (word + position + type, LayerNorm).
+  HiddenBatch embed(std::span<const Encoding> batch) const {
+    const BertConfig& c = config();
+    const std::size_t d = c.hidden;
+    HiddenBatch x;
+    std::vector<std::int32_t> ids;
+    std::vector<std::size_t> lengths;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const std::size_t len = checked_sequence_length(batch[i], i, c.max_position_embeddings);
+      require(len > 0, "layerwise: sequence " + std::to_string(i) + " has no tokens");
+      check_token_ids(batch[i], len, c);
+      lengths.push_back(len);
+      x.offsets.push_back(x.offsets.back() + len);
+      ids.insert(ids.end(), batch[i].input_ids.begin(), batch[i].input_ids.begin() + static_cast<std::ptrdiff_t>(len));
+    }
+    x.hidden.assign(x.tokens() * d, 0.0f);
+    if (x.tokens() == 0) return x;
+    store_.read_word_rows(ids, x.hidden.data());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      add_position_and_type(batch[i], lengths[i], c, embeddings_.position.data(), embeddings_.token_type.data(),
+                            x.hidden.data() + x.offsets[i] * d);
+    }
+    layer_norm_rows(x.hidden.data(), x.tokens(), d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
+                    c.layer_norm_eps);
+    return x;
+  }
+
+  // Runs layer `layer` from `shards` (each shard once, at a stored bitwidth) on x, in place.
+  void run_layer(std::size_t layer, std::span<const ShardChoice> shards, HiddenBatch& x, ThreadPool& pool) {
+    require(layer < store_.num_layers(), "layerwise: layer " + std::to_string(layer) + " does not exist");
+    require(!shards.empty(), "layerwise: layer " + std::to_string(layer) + " has no shards");
+    std::vector<ShardView> views;
+    std::vector<bool> seen(store_.shards_per_layer(), false);
+    for (const ShardChoice& s : shards) {
+      require(s.shard < seen.size() && !seen[s.shard], "layerwise: layer " + std::to_string(layer) + ": shard " +
+                                                           std::to_string(s.shard) + " missing or chosen twice");
+      seen[s.shard] = true;
+      views.push_back(shard(layer, s.shard, s.bits).view());
+    }
+    if (x.tokens() == 0) return;
+    const LayerResident& r = residents_[layer];
+    const ShardedLayer op(store_.shard_shape(), views,
+                          {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
+                           r.ln2_gamma.data(), r.ln2_beta.data()});
+    op.run(config(), x.hidden.data(), x.offsets, workspace_, pool);
+  }
+
+  // Runs layers first..first+plan.size()-1, layer first + i from plan[i].
+  void run_layers(std::size_t first, std::span<const std::vector<ShardChoice>> plan, HiddenBatch& x, ThreadPool& pool) {
+    for (std::size_t i = 0; i < plan.size(); ++i) run_layer(first + i, plan[i], x, pool);
+  }
+
+  // The shard version, read on first use and kept.
+  const ShardBuffer& shard(std::size_t layer, std::size_t shard_id, unsigned bits) {
+    const auto key = std::make_tuple(layer, shard_id, bits);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, store_.read_shard(layer, shard_id, bits)).first;
+    return it->second;
+  }
+  void drop_shards() { cache_.clear(); }
+
+ private:
+  const ShardStore& store_;
+  EmbeddingResident embeddings_;
+  std::vector<LayerResident> residents_;
+  std::map<std::tuple<std::size_t, std::size_t, unsigned>, ShardBuffer> cache_;
+  EncoderWorkspace workspace_;
+};
+
+// The sentence embeddings of x ([sequences x hidden]): mean pooling, then L2 normalization (the
+// all-MiniLM-L6-v2 pipeline, as the engine's defaults).
+inline std::vector<float> mean_pooled_normalized(const HiddenBatch& x, std::size_t hidden) {
+  std::vector<float> out(x.sequences() * hidden);
+  for (std::size_t i = 0; i < x.sequences(); ++i) {
+    const std::size_t len = x.offsets[i + 1] - x.offsets[i];
+    const std::span<float> e(out.data() + i * hidden, hidden);
+    pool_tokens(std::span<const float>(x.hidden).subspan(x.offsets[i] * hidden, len * hidden), len, hidden,
+                Pooling::kMean, e);
+    l2_normalize(e);
+  }
+  return out;
+}
+
+}  // namespace stile
