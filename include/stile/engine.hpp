@@ -66,6 +66,8 @@ struct EngineOptions {
   std::string storage = "none";      // storage emulator profile: emmc, sd, nvme, none
   double target_ms = 0;              // the planner's latency target; <= 0: none (highest bitwidth)
   ShardRanking ranking{};            // shard importance per layer (plan/importance); empty: shard order
+  ImportanceOrder importance{};      // the global importance order (plan/importance); empty: by rank
+  unsigned min_bits = 0;             // the planner's bitwidth floor (PlannerOptions::min_bits)
   std::size_t preload_bytes = 0;     // the preload buffer's budget
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
@@ -110,7 +112,13 @@ class Engine {
       planner.target_ms = options_.target_ms;
       planner.preload_budget_bytes = options_.preload_bytes;
       planner.slots = slots_for(store_.num_layers());
+      planner.min_bits = options_.min_bits;
+      planner.importance = options_.importance;
       planner.version_bytes = [this](const ShardKey& k) { return version_bytes(k); };
+      // A request first reads its tokens' word-embedding rows: one aligned block each.
+      planner.per_token_ms = estimated_row_read_ms(*profile, static_cast<double>(backend_->alignment() > 1
+                                                                                     ? backend_->alignment()
+                                                                                     : config().hidden * sizeof(float)));
       planner_.emplace(std::move(*profile), options_.ranking, planner);
     }
   }
@@ -157,6 +165,19 @@ class Engine {
     std::lock_guard<std::mutex> lock(mutex_);
     return preload_.held_bytes();
   }
+  // Bytes held for good besides the two buffers: the store's metadata (manifest, dictionaries, row
+  // checksums), the resident parameters (biases, LayerNorms), the position and token-type
+  // embeddings, and the vocabulary (counted at its text size).
+  std::size_t resident_bytes() const {
+    std::size_t floats = embeddings_.position.size() + embeddings_.token_type.size() + embeddings_.ln_gamma.size() +
+                         embeddings_.ln_beta.size();
+    for (const LayerResident& r : residents_) {
+      floats += r.attn_out_bias.size() + r.ln1_gamma.size() + r.ln1_beta.size() + r.ffn_out_bias.size() +
+                r.ln2_gamma.size() + r.ln2_beta.size();
+    }
+    return store_.resident_bytes() + floats * sizeof(float) + static_cast<std::size_t>(store_.manifest().vocab.size);
+  }
+
   // Bytes the working buffer holds now (zero between requests unless keep_working_buffer).
   std::size_t working_buffer_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -2,6 +2,7 @@
 // A submodel of an elastic model: its first n layers, and in each layer the chosen shards, each at
 // one of the store's bitwidths. What the planner decides and the engine runs.
 #include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -14,7 +15,7 @@ namespace stile {
 struct ShardChoice {
   std::size_t shard = 0;
   unsigned bits = 32;
-  bool operator==(const ShardChoice&) const = default;
+  auto operator<=>(const ShardChoice&) const = default;
 };
 
 // Per layer, its shard ids from most to least important (an importance profile).

@@ -47,4 +47,29 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
   return e;
 }
 
+// The time to read one `block_bytes` block (a word-embedding row's aligned block under O_DIRECT)
+// through the profiled storage: T_io is close to latency + bytes / bandwidth, so a line through
+// the profile's (shard bytes, T_io) points, read at block_bytes. With one bitwidth only: its
+// T_io scaled by size (no latency term).
+inline double estimated_row_read_ms(const DeviceProfile& p, double block_bytes = 4096) {
+  require(!p.bits.empty() && p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size(),
+          "row read estimate: the device profile has no IO times");
+  if (p.bits.size() == 1) return p.io_ms[0] * block_bytes / std::max(1.0, p.shard_bytes[0]);
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < p.bits.size(); ++i) {
+    mx += p.shard_bytes[i];
+    my += p.io_ms[i];
+  }
+  mx /= static_cast<double>(p.bits.size());
+  my /= static_cast<double>(p.bits.size());
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < p.bits.size(); ++i) {
+    sxy += (p.shard_bytes[i] - mx) * (p.io_ms[i] - my);
+    sxx += (p.shard_bytes[i] - mx) * (p.shard_bytes[i] - mx);
+  }
+  const double per_byte = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+  const double latency = std::max(0.0, my - per_byte * mx);
+  return latency + per_byte * block_bytes;
+}
+
 }  // namespace stile

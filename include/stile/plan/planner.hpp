@@ -116,7 +116,11 @@ inline constexpr double kBudgetToleranceMs = 1e-9;
 struct PlannerOptions {
   double target_ms = 0;                  // T; <= 0: no target (the whole model, highest bits)
   std::size_t preload_budget_bytes = 0;  // 0: no preload
-  unsigned preload_bits = 0;             // bitwidth of preloaded shards; 0: the lowest stored
+  unsigned preload_bits = 0;             // bitwidth of preloaded shards; 0: min_bits (or the lowest)
+  // Ours: no shard below this bitwidth (0: the lowest stored). Where the lowest bitwidths lose
+  // more accuracy than fewer shards do (all-MiniLM-L6-v2 at 2 bits: docs/results.md), the shrink
+  // then trades shards for bits instead of streaming many 2-bit shards.
+  unsigned min_bits = 0;
   ImportanceOrder importance;            // global order; empty: interleaved from the ranking
   bool count_slack = true;               // ours: compute's slack as AIB(0)'s head start
   bool shrink = true;                    // ours: shrink the submodel when 2 bits cannot arrive in time
@@ -125,6 +129,9 @@ struct PlannerOptions {
   // The exact bytes of a store's version, for fitting the preload budget (the engine passes the
   // store's); empty: the profile's mean bytes of one version at that bitwidth, rounded up.
   std::function<std::size_t(const ShardKey&)> version_bytes;
+  // Time per request token spent outside the layers, taken off T before planning (the engine
+  // reads each token's word-embedding row from storage first: estimated_row_read_ms()). 0: none.
+  double per_token_ms = 0;
 };
 
 // Stage 1's answer.
@@ -339,6 +346,7 @@ struct Context {
   bool check_pipeline;
   std::size_t slots;
   unsigned preload_bits;
+  unsigned floor_bits;
   std::size_t budget_bytes;
   const std::function<std::size_t(const ShardKey&)>& exact_bytes;
 
@@ -375,11 +383,11 @@ struct Context {
   }
   // Pass 1: the highest uniform bitwidth that keeps the plan valid; 0 (plan at the lowest) if none.
   unsigned pass1(SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    for (auto it = profile.bits.rbegin(); it != profile.bits.rend(); ++it) {
+    for (auto it = profile.bits.rbegin(); it != profile.bits.rend() && *it >= floor_bits; ++it) {
       assign(plan, preload, *it);
       if (valid(plan, preload)) return *it;
     }
-    assign(plan, preload, profile.bits.front());
+    assign(plan, preload, floor_bits);
     return 0;
   }
   // Pass 2: one sweep in importance order; returns the number of shards raised.
@@ -432,13 +440,18 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   require(!std::isnan(options.target_ms), "planner: the latency target is NaN");
   require(options.slots >= 1, "planner: the pipeline needs at least one working-buffer slot");
   const d::Importance imp = d::checked_importance(profile, ranking, options.importance);
-  const unsigned lowest = profile.bits.front(), highest = profile.bits.back();
+  const unsigned lowest = options.min_bits == 0 ? profile.bits.front() : options.min_bits, highest = profile.bits.back();
+  (void)d::bits_index(profile, lowest);  // a clear error when the profile lacks min_bits
   const unsigned preload_bits = options.preload_bits == 0 ? lowest : options.preload_bits;
   (void)d::bits_index(profile, preload_bits);  // a clear error when the profile lacks it
 
   ElasticPlan out;
   out.length_bucket = profile.length_bucket(tokens);
-  const double T = options.target_ms;
+  // What the layers may take: T less the per-token work before them, for the bucket's longest
+  // request (a target that leaves nothing is still a target: the smallest plan, meets_target false).
+  const double T = options.target_ms <= 0
+                       ? options.target_ms
+                       : std::max(1e-6, options.target_ms - static_cast<double>(out.length_bucket) * options.per_token_ms);
   const bool has_target = T > 0;
   // With no target, preloaded shards are at the highest bitwidth like the rest (nothing to trade).
   const d::Context ctx{profile,
@@ -448,6 +461,7 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
                        options.check_pipeline,
                        options.slots,
                        has_target ? preload_bits : highest,
+                       lowest,
                        options.preload_budget_bytes,
                        options.version_bytes};
   out.preload_bits = ctx.preload_bits;

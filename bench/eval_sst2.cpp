@@ -1,0 +1,356 @@
+// The accuracy / latency / memory evaluation of the elastic engine on SST-2 dev: ours (the
+// two-stage planner, with and without a preload buffer) against the standard ways of running a
+// model, at several latency targets, on storage emulated at a board's flash speed.
+//
+//   eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] [--preload-kb 1024]
+//             [--sst2 DIR] [--json out.json] [--sweep-target MS] [--ablation-seeds 5] [--latency-only]
+//
+// Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
+// STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
+// (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
+//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB
+//   Load&Exec          the submodel at 32 bits read whole, then run; load + compute fits T
+//   StdPL-X            the layer pipeline, every shard at X bits, no preload, X in {2, 6, 32}
+//   PreloadModel-X     the whole submodel in memory at X bits, compute only, X in {6, 32}
+//   gold               the full model at 32 bits, in memory, no deadline
+// Accuracy depends only on the plan: it is computed in memory for all 872 dev sentences (each
+// sentence planned for its length bucket; the head of the plan's shape, n x widest m, from the
+// heads file; gold: the gold head). Latency is measured through the pipeline: --runs requests
+// (the first dev sentences) on one engine per method and target, after one request that fills
+// the preload buffer; every read is O_DIRECT, so no request finds shards in the page cache.
+// Memory: weights held between requests (preload buffer), the working buffer's peak during a
+// request, and what is resident for good (metadata, biases, LayerNorms, small embeddings) plus the
+// word-embedding rows a request reads.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_timer.hpp"
+#include "stile/core/progress_bar.hpp"
+#include "stile/engine.hpp"
+#include "stile/eval/heads_file.hpp"
+#include "stile/eval/sst2.hpp"
+#include "stile/plan/baselines.hpp"
+#include "stile/plan/importance.hpp"
+#include "stile/plan/planner.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<double> parse_list(std::string_view list) {
+  std::vector<double> v;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    v.push_back(std::stod(std::string(list.substr(0, comma))));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  return v;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::size_t widest(const stile::SubmodelPlan& p) {
+  std::size_t w = 0;
+  for (const auto& l : p.layers) w = std::max(w, l.size());
+  return w;
+}
+std::size_t shard_count(const stile::SubmodelPlan& p) {
+  std::size_t n = 0;
+  for (const auto& l : p.layers) n += l.size();
+  return n;
+}
+
+// A method: its plan for a request length at target T, and how the engine runs it.
+struct Method {
+  std::string name;
+  std::function<stile::SubmodelPlan(std::size_t tokens, double target_ms)> plan;
+  std::size_t preload_bytes = 0;  // the engine's preload budget (whole plan: PreloadModel, gold)
+  bool preload_whole_plan = false;
+  stile::PipelineMode mode = stile::PipelineMode::pipelined;
+  bool deadline = true;  // gold has none
+};
+
+struct Context {
+  fs::path store_path;
+  const stile::ShardStore* store;
+  const stile::DeviceProfile* profile;
+  const stile::HeadsFile* heads;
+  fs::path heads_path;
+  const stile::ShardImportance* importance;
+  const stile::ShardedBert* bert;
+  std::vector<stile::Encoding> dev;
+  std::vector<std::size_t> labels;
+  std::string storage;
+};
+
+// Accuracy of `method` at T on all of dev: sentences grouped by plan, each group run in memory.
+double accuracy(const Context& c, const Method& m, double target_ms, std::size_t& layers_out, std::size_t& shards_out) {
+  std::map<std::vector<std::vector<stile::ShardChoice>>, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < c.dev.size(); ++i) groups[m.plan(c.dev[i].size(), target_ms).layers].push_back(i);
+  std::size_t correct = 0, most = 0;
+  const std::size_t d = c.store->config().hidden;
+  for (const auto& [layers, rows] : groups) {
+    const stile::SubmodelPlan plan{layers};
+    if (rows.size() > most) {  // report the shape most sentences ran
+      most = rows.size();
+      layers_out = plan.layers.size();
+      shards_out = shard_count(plan);
+    }
+    const bool whole = plan.layers.size() == c.store->num_layers() && shard_count(plan) ==
+                                                                          c.store->num_layers() * c.store->shards_per_layer();
+    const std::string key = whole && m.name == "gold" ? "gold" : stile::shape_key(plan.layers.size(), widest(plan));
+    const stile::LinearHead& head = c.heads->at(key, c.heads_path.string()).head;
+    for (std::size_t b = 0; b < rows.size(); b += 32) {
+      std::vector<stile::Encoding> batch;
+      for (std::size_t j = b; j < std::min(rows.size(), b + 32); ++j) batch.push_back(c.dev[rows[j]]);
+      std::vector<float> hidden;
+      const std::vector<std::size_t> lengths = c.bert->encode(batch, hidden, plan);
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < batch.size(); ++j) {
+        std::vector<float> e(d);
+        stile::pool_tokens(std::span<const float>(hidden).subspan(at * d, lengths[j] * d), lengths[j], d,
+                           stile::Pooling::kMean, e);
+        stile::l2_normalize(e);
+        at += lengths[j];
+        correct += head.predict(e) == c.labels[rows[b + j]];
+      }
+    }
+  }
+  return 100.0 * static_cast<double>(correct) / static_cast<double>(c.dev.size());
+}
+
+struct Latency {
+  double median = 0, p95 = 0, within = 0;  // within: fraction of runs <= T
+  std::size_t preload = 0, working = 0, resident = 0;
+};
+
+Latency latency(const Context& c, const Method& m, double target_ms, std::size_t runs) {
+  stile::EngineOptions options;
+  options.storage = c.storage;
+  options.mode = m.mode;
+  options.ranking = c.importance->ranking;
+  std::vector<stile::SubmodelPlan> plans;
+  for (std::size_t i = 0; i < runs; ++i) plans.push_back(m.plan(c.dev[i].size(), target_ms));
+  options.preload_bytes = m.preload_bytes;
+  if (m.preload_whole_plan) {
+    std::size_t bytes = 0;  // the largest plan of the runs, whole
+    for (const auto& p : plans) {
+      std::size_t b = 0;
+      for (std::size_t l = 0; l < p.layers.size(); ++l) {
+        for (const auto& ch : p.layers[l]) b += c.store->version_info(l, ch.shard, ch.bits).size;
+      }
+      bytes = std::max(bytes, b);
+    }
+    options.preload_bytes = bytes;
+  }
+  stile::Engine engine(c.store_path, options);
+  engine.run(c.dev[0], plans[0]);  // fills the preload buffer (kept between requests)
+  Latency out;
+  std::vector<double> ms;
+  std::size_t word_rows = 0;
+  for (std::size_t i = 0; i < runs; ++i) {
+    const stile::EngineResult r = engine.run(c.dev[i], plans[i]);
+    ms.push_back(r.timeline.total_ms);
+    out.working = std::max(out.working, r.working_buffer_bytes);
+    out.preload = std::max(out.preload, r.preload_held_bytes);
+    word_rows = std::max(word_rows, r.timeline.embed_bytes_read);
+  }
+  out.median = percentile(ms, 0.5);
+  out.p95 = percentile(ms, 0.95);
+  out.within = static_cast<double>(std::count_if(ms.begin(), ms.end(), [&](double x) { return x <= target_ms; })) /
+               static_cast<double>(ms.size());
+  out.resident = engine.resident_bytes() + word_rows;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path store_path;
+  fs::path sst2_dir = fs::path(STILE_SHARED_DIR) / "data" / "sst2";
+  std::vector<double> targets{60, 100, 150};
+  std::string storage = "emmc", json_path;
+  std::size_t runs = 30, preload_kb = 1024, ablation_seeds = 5;
+  double sweep_target = 0;
+  bool with_accuracy = true;
+  unsigned min_bits = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "eval_sst2: %s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--targets") targets = parse_list(value());
+    else if (arg == "--storage") storage = value();
+    else if (arg == "--runs") runs = std::stoul(value());
+    else if (arg == "--preload-kb") preload_kb = std::stoul(value());
+    else if (arg == "--sst2") sst2_dir = value();
+    else if (arg == "--json") json_path = value();
+    else if (arg == "--sweep-target") sweep_target = std::stod(value());
+    else if (arg == "--ablation-seeds") ablation_seeds = std::stoul(value());
+    else if (arg == "--latency-only") with_accuracy = false;
+    else if (arg == "--min-bits") min_bits = static_cast<unsigned>(std::stoul(value()));
+    else store_path = std::string(arg);
+  }
+  if (store_path.empty() || runs == 0) {
+    std::fprintf(stderr, "usage: eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] "
+                         "[--preload-kb 1024] [--sst2 DIR] [--json FILE] [--sweep-target MS] [--ablation-seeds N]\n");
+    return 2;
+  }
+  try {
+    const stile::ShardStore store = stile::ShardStore::open(store_path);
+    const fs::path profile_path = store_path.string() + ".profile.json";
+    const stile::DeviceProfile profile = stile::DeviceProfile::load(profile_path);
+    const fs::path heads_path = stile::heads_path_for(store_path);
+    const stile::HeadsFile heads = with_accuracy ? stile::HeadsFile::load(heads_path) : stile::HeadsFile{};
+    const stile::ShardImportance importance =
+        with_accuracy ? stile::load_importance(stile::importance_path_for(store_path)) : stile::ShardImportance{};
+    const stile::ShardedBert bert = stile::ShardedBert::open(store_path);
+    const stile::LabeledSentences dev_rows = stile::read_glue_tsv(sst2_dir / "dev.tsv");
+    const stile::WordPieceTokenizer tokenizer(stile::Vocab::parse(store.read_vocab(), store.name()),
+                                              stile::WordPieceOptions{.max_length = 256});
+    Context c{store_path, &store, &profile, &heads, heads_path, &importance, &bert, {}, dev_rows.labels, storage};
+    for (const std::string& s : dev_rows.sentences) c.dev.push_back(tokenizer.encode(s));
+    stile::require(runs <= c.dev.size(), "eval_sst2: --runs is larger than dev");
+
+    // Every method gets the same budget for its layers: T less the word-row reads before them
+    // (one 4 KiB block per token of the length bucket, estimated from the profile).
+    const double row_ms = stile::estimated_row_read_ms(profile, 4096);
+    const auto layers_ms = [&](std::size_t tokens, double t) {
+      return std::max(1e-6, t - static_cast<double>(profile.length_bucket(tokens)) * row_ms);
+    };
+    const auto exact = [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); };
+    auto ours = [&](std::size_t budget, stile::ImportanceOrder order = {}) {
+      return [&, budget, order](std::size_t tokens, double t) {
+        stile::PlannerOptions o;
+        o.target_ms = t;
+        o.preload_budget_bytes = budget;
+        o.version_bytes = exact;
+        o.importance = order.empty() ? importance.order : order;
+        o.slots = 2;
+        o.per_token_ms = row_ms;
+        o.min_bits = min_bits;
+        return stile::plan_elastic(profile, tokens, o, order.empty() ? importance.ranking : stile::ShardRanking{}).submodel;
+      };
+    };
+    const stile::ShardRanking& ranking = importance.ranking;
+    std::vector<Method> methods;
+    methods.push_back({"ours-0", ours(0), 0, false});
+    methods.push_back({fmt::format("ours-{}K", preload_kb), ours(preload_kb * 1024), preload_kb * 1024, false});
+    methods.push_back({"Load&Exec",
+                       [&](std::size_t n, double t) { return stile::plan_load_and_exec(profile, n, layers_ms(n, t), ranking).submodel; },
+                       0, false, stile::PipelineMode::load_then_execute});
+    for (const unsigned x : {2u, 6u, 32u}) {
+      methods.push_back({fmt::format("StdPL-{}", x),
+                         [&, x](std::size_t n, double t) { return stile::plan_std_pipeline(profile, n, layers_ms(n, t), x, ranking).submodel; },
+                         0, false});
+    }
+    for (const unsigned x : {6u, 32u}) {
+      methods.push_back({fmt::format("PreloadModel-{}", x),
+                         [&, x](std::size_t n, double t) { return stile::plan_preload_model(profile, n, layers_ms(n, t), x, ranking).submodel; },
+                         0, true});
+    }
+    Method gold{"gold", [&](std::size_t, double) {
+                  return stile::SubmodelPlan::uniform(store.num_layers(), store.shards_per_layer(), 32);
+                }, 0, true};
+    gold.deadline = false;
+
+    fmt::print("machine: {}; stile target {}\nstore {} ({}), storage {} (emulated: the real bytes read, delays "
+               "added), profile {} (made {}); word-row read estimate {:.2f} ms per token\nSST-2 dev: {} sentences; latency: {} requests per method and target "
+               "(median, p95, share <= T)\n\n",
+               stile::bench::machine_description(), stile::active_target_name(), store_path.string(),
+               stile::bench::cpu_model(), storage, profile_path.string(), profile.machine.value("date", "?"), row_ms,
+               c.dev.size(), runs);
+    nlohmann::json report = {{"machine", stile::bench::machine_description()}, {"storage", storage}, {"runs", runs}};
+    stile::ProgressBar bar("eval_sst2");
+    const std::size_t steps = targets.size() * methods.size() + 1;
+    std::size_t done = 0;
+    std::size_t gl = 0, gs = 0;
+    const double gold_accuracy = with_accuracy ? accuracy(c, gold, 0, gl, gs) : NAN;
+    const Latency gold_latency = latency(c, gold, 1e9, runs);
+    bar.update(++done, steps);
+    std::vector<std::string> lines;
+    for (const double t : targets) {
+      for (const Method& m : methods) {
+        std::size_t layers = 0, shards = 0;
+        const double acc = with_accuracy ? accuracy(c, m, t, layers, shards) : NAN;
+        if (!with_accuracy) {  // the shape of the first request's plan
+          const stile::SubmodelPlan p = m.plan(c.dev[0].size(), t);
+          layers = p.layers.size();
+          shards = shard_count(p);
+        }
+        const Latency lat = latency(c, m, t, runs);
+        bar.update(++done, steps);
+        lines.push_back(fmt::format("| {:>5.0f} | {:<15} | {:5.1f} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |",
+                                    t, m.name, acc, layers, fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
+                                    lat.preload / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95,
+                                    100 * lat.within));
+        report["results"].push_back({{"target_ms", t}, {"method", m.name}, {"accuracy", acc}, {"layers", layers},
+                                     {"shards", shards}, {"preload_bytes", lat.preload}, {"working_bytes", lat.working},
+                                     {"resident_bytes", lat.resident}, {"median_ms", lat.median}, {"p95_ms", lat.p95},
+                                     {"within_target", lat.within}});
+      }
+    }
+    fmt::print("| T ms  | method          | acc % | n x m    | preload MB | working MB | resident MB | median ms | p95 ms | <= T |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const std::string& l : lines) fmt::print("{}\n", l);
+    fmt::print("|     - | gold            | {:5.1f} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
+               gold_accuracy, gl, gs / std::max<std::size_t>(gl, 1), gold_latency.preload / 1e6, gold_latency.working / 1e6,
+               gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);
+    report["gold"] = {{"accuracy", gold_accuracy}, {"preload_bytes", gold_latency.preload},
+                      {"working_bytes", gold_latency.working}, {"resident_bytes", gold_latency.resident},
+                      {"median_ms", gold_latency.median}, {"p95_ms", gold_latency.p95}};
+
+    if (sweep_target > 0 && with_accuracy) {  // accuracy vs preload budget at one target
+      fmt::print("\naccuracy vs preload budget, ours at T = {:.0f} ms\n", sweep_target);
+      for (const std::size_t kb : {0u, 128u, 256u, 512u, 1024u, 2048u, 4096u}) {
+        const Method m{"ours", ours(kb * 1024), kb * 1024, false};
+        std::size_t layers = 0, shards = 0;
+        const double acc = accuracy(c, m, sweep_target, layers, shards);
+        fmt::print("  {:5} KiB: {:5.1f} %  ({} layers, {} shards)\n", kb, acc, layers, shards);
+        report["preload_sweep"].push_back({{"preload_kb", kb}, {"accuracy", acc}, {"target_ms", sweep_target}});
+      }
+    }
+    if (ablation_seeds > 0 && sweep_target > 0 && with_accuracy) {  // the same IO budget, importance vs random order
+      fmt::print("\nablation at T = {:.0f} ms, no preload: pass 2 and the shrink in importance order vs random order\n",
+                 sweep_target);
+      std::size_t layers = 0, shards = 0;
+      const double by_importance = accuracy(c, {"ours", ours(0), 0, false}, sweep_target, layers, shards);
+      fmt::print("  importance order: {:5.1f} %\n", by_importance);
+      report["ablation"]["importance"] = by_importance;
+      for (std::size_t seed = 1; seed <= ablation_seeds; ++seed) {
+        stile::ImportanceOrder order = importance.order;
+        std::mt19937_64 rng(seed);
+        for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+        const double acc = accuracy(c, {"random", ours(0, order), 0, false}, sweep_target, layers, shards);
+        fmt::print("  random order, seed {}: {:5.1f} %\n", seed, acc);
+        report["ablation"]["random"].push_back(acc);
+      }
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "eval_sst2: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
