@@ -287,6 +287,10 @@ int main(int argc, char** argv) {
     std::size_t done = 0;
     std::size_t gl = 0, gs = 0;
     const double gold_accuracy = with_accuracy ? accuracy(c, gold, 0, gl, gs) : NAN;
+    if (!with_accuracy) {
+      gl = store.num_layers();
+      gs = store.num_layers() * store.shards_per_layer();
+    }
     const Latency gold_latency = latency(c, gold, 1e9, runs);
     bar.update(++done, steps);
     std::vector<std::string> lines;

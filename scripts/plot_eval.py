@@ -11,6 +11,10 @@ import sys
 PALETTE = ["#e15759", "#f28e2b", "#4e79a7", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
 
 
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def chart(title, xlabel, series, hline=None, xlog=False):
     import math
     width, height, left, right, top, bottom = 760, 440, 70, 190, 40, 60
@@ -23,7 +27,7 @@ def chart(title, xlabel, series, hline=None, xlog=False):
     sy = lambda v: top + (y1 - v) / ((y1 - y0) or 1) * (height - top - bottom)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{left}" y="24" font-size="14" font-weight="bold">{title}</text>']
+           f'<text x="{left}" y="24" font-size="14" font-weight="bold">{esc(title)}</text>']
     y = y0
     while y <= y1:
         out.append(f'<line x1="{left}" y1="{sy(y):.1f}" x2="{width - right}" y2="{sy(y):.1f}" stroke="#eee"/>')
@@ -31,7 +35,7 @@ def chart(title, xlabel, series, hline=None, xlog=False):
         y += 5
     for x in sorted(set(xs)):
         out.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 18}" text-anchor="middle">{x:g}</text>')
-    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 20}" text-anchor="middle">{xlabel}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 20}" text-anchor="middle">{esc(xlabel)}</text>')
     out.append(f'<text x="18" y="{(top + height - bottom) / 2}" transform="rotate(-90 18 {(top + height - bottom) / 2})" '
                f'text-anchor="middle">SST-2 dev accuracy (%)</text>')
     if hline:
@@ -42,14 +46,14 @@ def chart(title, xlabel, series, hline=None, xlog=False):
         path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(v):.1f}" for j, (x, v) in enumerate(sorted(pts)))
         out.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
         for x, v in pts:
-            out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(v):.1f}" r="3" fill="{color}"><title>{name}: {v:.1f}</title></circle>')
+            out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(v):.1f}" r="3" fill="{color}"><title>{esc(name)}: {v:.1f}</title></circle>')
         ly = top + 16 * i + 8
         out.append(f'<line x1="{width - right + 14}" y1="{ly}" x2="{width - right + 34}" y2="{ly}" stroke="{color}" stroke-width="2"/>')
-        out.append(f'<text x="{width - right + 40}" y="{ly + 4}">{name}</text>')
+        out.append(f'<text x="{width - right + 40}" y="{ly + 4}">{esc(name)}</text>')
     if hline:
         ly = top + 16 * len(series) + 8
         out.append(f'<line x1="{width - right + 14}" y1="{ly}" x2="{width - right + 34}" y2="{ly}" stroke="#333" stroke-dasharray="6 4"/>')
-        out.append(f'<text x="{width - right + 40}" y="{ly + 4}">{hline[0]}</text>')
+        out.append(f'<text x="{width - right + 40}" y="{ly + 4}">{esc(hline[0])}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
