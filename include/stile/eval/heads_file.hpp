@@ -47,6 +47,7 @@
 #include "stile/core/error.hpp"
 #include "stile/eval/sst2.hpp"
 #include "stile/io/file_error.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/submodel.hpp"
@@ -306,48 +307,18 @@ struct HeadsFile {
 
   // Temporary file beside `path`, then rename: `path` is the complete new file or untouched.
   void save(const std::filesystem::path& path) const {
-    const std::string file = path.string();
     std::string text;
     try {
       text = to_json().dump(1) + "\n";
     } catch (const nlohmann::json::exception& e) {
-      io_detail::fail_in_file(file, "cannot write the heads: ", e.what());
+      io_detail::fail_in_file(path.string(), "cannot write the heads: ", e.what());
     }
-    std::filesystem::path temp = path;
-    temp += io_detail::concat(".tmp-", static_cast<long>(::getpid()));
-    {
-      std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-      if (!out) io_detail::fail_in_file(file, "cannot create the temporary file ", temp.string());
-      out.write(text.data(), static_cast<std::streamsize>(text.size()));
-      out.close();
-      if (!out) {
-        std::error_code ignored;
-        std::filesystem::remove(temp, ignored);
-        io_detail::fail_in_file(file, "cannot write the temporary file ", temp.string());
-      }
-    }
-    std::error_code ec;
-    std::filesystem::rename(temp, path, ec);
-    if (ec) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      io_detail::fail_in_file(file, "cannot rename the temporary file ", temp.string(), " into place: ", ec.message());
-    }
+    io_detail::write_file_atomically(path, text);
   }
 
   static HeadsFile load(const std::filesystem::path& path) {
-    const std::string file = path.string();
-    std::error_code ec;
-    const std::uintmax_t size = std::filesystem::file_size(path, ec);
-    if (ec) io_detail::fail_in_file(file, "cannot read the heads file: ", ec.message());
-    if (size > heads_detail::kMaxBytes) {
-      io_detail::fail_in_file(file, "is ", size, " bytes, too large for a heads file (limit ", heads_detail::kMaxBytes, ")");
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) io_detail::fail_in_file(file, "cannot open the heads file");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) io_detail::fail_in_file(file, "cannot read the heads file");
-    return from_json(io_detail::parse_strict_json(text, heads_detail::kMaxJsonDepth, file, "the heads file"), file);
+    return from_json(io_detail::read_json_file(path, heads_detail::kMaxBytes, heads_detail::kMaxJsonDepth, "the heads file"),
+                     path.string());
   }
 };
 

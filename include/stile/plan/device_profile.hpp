@@ -60,6 +60,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/file_error.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/io/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
@@ -371,51 +372,19 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
 }
 
 inline void DeviceProfile::save(const std::filesystem::path& path) const {
-  const std::string file = path.string();
   std::string text;
   try {
     text = device_profile_detail::profile_text(to_json());
   } catch (const nlohmann::json::exception& e) {
-    io_detail::fail_in_file(file, "cannot write the device profile: ", e.what());
+    io_detail::fail_in_file(path.string(), "cannot write the device profile: ", e.what());
   }
-  std::filesystem::path temp = path;
-  temp += io_detail::concat(".tmp-", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) io_detail::fail_in_file(file, "cannot create the temporary file ", temp.string());
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      io_detail::fail_in_file(file, "cannot write the temporary file ", temp.string());
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    io_detail::fail_in_file(file, "cannot rename the temporary file ", temp.string(), " into place: ", ec.message());
-  }
+  io_detail::write_file_atomically(path, text);
 }
 
 inline DeviceProfile DeviceProfile::load(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) io_detail::fail_in_file(file, "cannot read the device profile: ", ec.message());
-  if (size > device_profile_detail::kMaxProfileBytes) {
-    io_detail::fail_in_file(file, "is ", size, " bytes, too large for a device profile (limit ",
-                            device_profile_detail::kMaxProfileBytes, ")");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_detail::fail_in_file(file, "cannot open the device profile");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_detail::fail_in_file(file, "cannot read the device profile");
-  const nlohmann::json j =
-      io_detail::parse_strict_json(text, device_profile_detail::kMaxJsonDepth, file, "the device profile");
-  return from_json(j, file);
+  return from_json(io_detail::read_json_file(path, device_profile_detail::kMaxProfileBytes,
+                                             device_profile_detail::kMaxJsonDepth, "the device profile"),
+                   path.string());
 }
 
 // Measures the profile of `store` on this machine. `backend` reads the store's file (wrapped in

@@ -64,6 +64,7 @@
 #include "stile/eval/heads_file.hpp"
 #include "stile/eval/layerwise.hpp"
 #include "stile/io/file_error.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/io/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/io/wordpiece.hpp"
@@ -393,50 +394,19 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
 }
 
 inline void ImportanceProfile::save(const std::filesystem::path& path) const {
-  const std::string file = path.string();
   std::string text;
   try {
     text = to_json().dump(1) + "\n";
   } catch (const nlohmann::json::exception& e) {
-    io_detail::fail_in_file(file, "cannot write the importance profile: ", e.what());
+    io_detail::fail_in_file(path.string(), "cannot write the importance profile: ", e.what());
   }
-  std::filesystem::path temp = path;
-  temp += io_detail::concat(".tmp-", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) io_detail::fail_in_file(file, "cannot create the temporary file ", temp.string());
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      io_detail::fail_in_file(file, "cannot write the temporary file ", temp.string());
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    io_detail::fail_in_file(file, "cannot rename the temporary file ", temp.string(), " into place: ", ec.message());
-  }
+  io_detail::write_file_atomically(path, text);
 }
 
 inline ImportanceProfile ImportanceProfile::load(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) io_detail::fail_in_file(file, "cannot read the importance profile: ", ec.message());
-  if (size > importance_detail::kMaxBytes) {
-    io_detail::fail_in_file(file, "is ", size, " bytes, too large for an importance profile (limit ",
-                            importance_detail::kMaxBytes, ")");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_detail::fail_in_file(file, "cannot open the importance profile");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_detail::fail_in_file(file, "cannot read the importance profile");
-  return from_json(io_detail::parse_strict_json(text, importance_detail::kMaxJsonDepth, file, "the importance profile"),
-                   file);
+  return from_json(io_detail::read_json_file(path, importance_detail::kMaxBytes, importance_detail::kMaxJsonDepth,
+                                             "the importance profile"),
+                   path.string());
 }
 
 // The ranking and global order of an importance profile file, for the planners and
