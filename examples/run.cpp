@@ -24,6 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "stile/engine.hpp"
+#include "stile/plan/importance.hpp"
 
 namespace {
 
@@ -35,6 +36,9 @@ the time went (embeddings, IO, stall, compute).
 
 options:
   --profile FILE      the device profile (default: STORE.profile.json when it exists)
+  --importance FILE   the shard importance (default: STORE.importance.json when it exists;
+                      without one, shards are kept and upgraded in shard order)
+  --min-bits B        the planner's bitwidth floor (default: the lowest stored)
   --target-ms T       latency target for the planner (default: none: the highest bitwidth)
   --preload-kb K      the preload buffer's budget in KiB (default 0)
   --storage NAME      emulate a board's flash: emmc, sd, nvme, none (default none)
@@ -113,7 +117,7 @@ void print_result(const char* label, const stile::EngineResult& r, bool verbose)
 
 int main(int argc, char** argv) {
   stile::EngineOptions options;
-  std::optional<std::filesystem::path> profile_path;
+  std::optional<std::filesystem::path> profile_path, importance_path;
   std::optional<unsigned> bits;
   std::optional<std::size_t> layers, shards;
   std::string trace;
@@ -130,6 +134,10 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--profile") {
       profile_path = std::filesystem::path(value());
+    } else if (arg == "--importance") {
+      importance_path = std::filesystem::path(value());
+    } else if (arg == "--min-bits") {
+      options.min_bits = static_cast<unsigned>(parse_count(value(), "--min-bits"));
     } else if (arg == "--target-ms") {
       options.target_ms = parse_number(value(), "--target-ms");
     } else if (arg == "--preload-kb") {
@@ -170,6 +178,14 @@ int main(int argc, char** argv) {
     if (!profile_path && std::filesystem::exists(store.string() + ".profile.json")) {
       profile_path = store.string() + ".profile.json";
     }
+    if (!importance_path && std::filesystem::exists(stile::importance_path_for(store))) {
+      importance_path = stile::importance_path_for(store);
+    }
+    if (importance_path) {
+      stile::ShardImportance importance = stile::load_importance(*importance_path);
+      options.ranking = std::move(importance.ranking);
+      options.importance = std::move(importance.order);
+    }
     std::optional<stile::DeviceProfile> profile;
     if (profile_path) profile = stile::DeviceProfile::load(*profile_path);
     auto engine_ptr = std::make_unique<stile::Engine>(store, options, profile);
@@ -181,6 +197,7 @@ int main(int argc, char** argv) {
                engine.backend_description().find("emulat") != std::string::npos ? " (delays emulated; real bytes read)" : "");
     if (!engine.backend_note().empty()) fmt::print("note     {}\n", engine.backend_note());
     fmt::print("profile  {}\n", profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
+    fmt::print("shards   {}\n", importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
     fmt::print("target   {}   preload budget {:.2f} MB   mode {}\n",
                options.target_ms > 0 ? fmt::format("{:.1f} ms", options.target_ms) : std::string("none"),
                static_cast<double>(options.preload_bytes) / 1e6, stile::to_string(options.mode));
