@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -151,9 +150,7 @@ class Engine {
     preload_.set_budget(bytes);
   }
   void set_head(LinearHead head) {
-    require(!head.labels.empty() && head.weight.size() == head.labels.size() * config().hidden &&
-                head.bias.size() == head.labels.size(),
-            "engine: the classification head's sizes do not match its labels and the model's hidden size");
+    head.check(config().hidden);
     std::lock_guard<std::mutex> lock(mutex_);
     head_ = std::move(head);
   }
@@ -407,10 +404,11 @@ class Engine {
   }
 
   // `wanted`: the versions the preload buffer should hold after this request.
+  // `plan` has passed check_submodel_plan (the callers check a given plan; the planner's are valid
+  // by construction).
   EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
     const Clock::time_point start = Clock::now();
     const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
-    check_submodel_plan(store_, plan);
     const BertConfig& c = config();
     const std::size_t d = c.hidden;
     const std::size_t len = checked_sequence_length(tokens, 0, c.max_position_embeddings);
@@ -478,10 +476,7 @@ class Engine {
       }
     };
     jobs.compute = [&](std::size_t l, std::size_t slot) {
-      const LayerResident& r = residents_[l];
-      const ShardedLayer layer(store_.shard_shape(), views[slot],
-                               {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
-                                r.ln2_gamma.data(), r.ln2_beta.data()});
+      const ShardedLayer layer(store_.shard_shape(), views[slot], resident_view(residents_[l]));
       if (options_.tiles.query == 0) {
         layer.run(c, hidden_.data(), offsets, ws_, pool_);
       } else {
@@ -495,13 +490,9 @@ class Engine {
     pool_tokens(hidden_, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
     if (head_) {
-      const std::size_t classes = head_->labels.size();
-      result.logits.assign(head_->bias.begin(), head_->bias.end());
-      for (std::size_t k = 0; k < classes; ++k) {
-        for (std::size_t i = 0; i < d; ++i) result.logits[k] += head_->weight[k * d + i] * result.embedding[i];
-      }
-      result.label = static_cast<std::size_t>(std::max_element(result.logits.begin(), result.logits.end()) -
-                                              result.logits.begin());
+      const std::vector<double> logits = head_->logits(result.embedding);
+      result.logits.assign(logits.begin(), logits.end());
+      result.label = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     result.working_buffer_bytes = working_bytes();
     result.preload_held_bytes = preload_.held_bytes();

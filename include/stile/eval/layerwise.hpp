@@ -92,10 +92,7 @@ class LayerwiseBert {
       views.push_back(shard(layer, s.shard, s.bits).view());
     }
     if (x.tokens() == 0) return;
-    const LayerResident& r = residents_[layer];
-    const ShardedLayer op(store_.shard_shape(), views,
-                          {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
-                           r.ln2_gamma.data(), r.ln2_beta.data()});
+    const ShardedLayer op(store_.shard_shape(), views, resident_view(residents_[layer]));
     op.run(config(), x.hidden.data(), x.offsets, workspace_, pool);
   }
 

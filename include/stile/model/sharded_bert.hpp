@@ -107,10 +107,7 @@ class ShardedBert {
         buffers.push_back(store_.read_shard(l, choice.shard, choice.bits));
         views.push_back(buffers.back().view());
       }
-      const LayerResident& r = residents_[l];
-      const ShardedLayer layer(shape, views,
-                               {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
-                                r.ln2_gamma.data(), r.ln2_beta.data()});
+      const ShardedLayer layer(shape, views, resident_view(residents_[l]));
       if (options.tiles.query == 0) {
         layer.run(c, hidden.data(), offsets, ws, threads);
       } else {

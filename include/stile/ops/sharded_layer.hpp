@@ -35,6 +35,14 @@ struct LayerResidentView {
   const float* ln2_beta = nullptr;
 };
 
+// The view of a layer's resident block held as six vectors (io/shard_store.hpp's LayerResident;
+// a template so that this header does not depend on the store's).
+template <class Resident>
+LayerResidentView resident_view(const Resident& r) noexcept {
+  return {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(),
+          r.ffn_out_bias.data(),  r.ln2_gamma.data(), r.ln2_beta.data()};
+}
+
 // The GEMM weights of a layer assembled from m shard views (which must outlive it), as the
 // LayerView the layer operators (untiled and tiled) read.
 class ShardedLayer {

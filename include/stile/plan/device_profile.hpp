@@ -464,9 +464,8 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   // T_comp: layer 0's shards, read once per bitwidth, then for each length and m the median of
   // `repeats` runs of the untiled layer (after a warm-up run that also sizes the workspace). The
   // input is restored before every run (the layer works in place) outside the timed region.
-  const LayerResident r = store.read_resident(0);
-  const LayerResidentView resident{r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(),
-                                   r.ffn_out_bias.data(),  r.ln2_gamma.data(), r.ln2_beta.data()};
+  const LayerResident r = store.read_resident(0);  // resident_view(r) points into it
+  const LayerResidentView resident = resident_view(r);
   EncoderWorkspace ws;
   std::vector<std::vector<float>> inputs;
   for (const std::size_t l : p.lengths) inputs.push_back(d::random_hidden(l, c.hidden, 0x5717e + l));
