@@ -2,20 +2,24 @@
 // two-stage planner, with and without a preload buffer) against the standard ways of running a
 // model, at several latency targets, on storage emulated at a board's flash speed.
 //
-//   eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] [--preload-kb 1024]
-//             [--sst2 DIR] [--json out.json] [--sweep-target MS] [--ablation-seeds 5] [--latency-only]
+//   eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] [--preload-kb 1024,2048]
+//             [--sst2 DIR] [--json out.json] [--sweep-target MS] [--ablation-target MS]
+//             [--ablation-seeds 5] [--min-bits 4]
+//             [--headroom 0.05] [--latency-only]
 //
 // Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
 // STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
 // (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
-//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB
+//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB (one row per P given),
+//                      keeping --headroom of T free (the engine's default, 5%)
 //   Load&Exec          the submodel at 32 bits read whole, then run; load + compute fits T
 //   StdPL-X            the layer pipeline, every shard at X bits, no preload, X in {2, 6, 32}
 //   PreloadModel-X     the whole submodel in memory at X bits, compute only, X in {6, 32}
 //   gold               the full model at 32 bits, in memory, no deadline
 // Accuracy depends only on the plan: it is computed in memory for all 872 dev sentences (each
-// sentence planned for its length bucket; the head of the plan's shape, n x widest m, from the
-// heads file; gold: the gold head). Latency is measured through the pipeline: --runs requests
+// sentence planned for its length bucket; the head of the plan's n x m shape from the heads file;
+// gold: the gold head). Ours compares shapes by the heads' calibration accuracies (train.tsv rows,
+// never dev) when it must shrink. Latency is measured through the pipeline: --runs requests
 // (the first dev sentences) on one engine per method and target, after one request that fills
 // the preload buffer; every read is O_DIRECT, so no request finds shards in the page cache.
 // Memory: weights held between requests (preload buffer), the working buffer's peak during a
@@ -40,6 +44,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/engine.hpp"
 #include "stile/eval/heads_file.hpp"
+#include "stile/eval/plan_accuracy.hpp"
 #include "stile/eval/sst2.hpp"
 #include "stile/plan/baselines.hpp"
 #include "stile/plan/importance.hpp"
@@ -66,11 +71,6 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-std::size_t widest(const stile::SubmodelPlan& p) {
-  std::size_t w = 0;
-  for (const auto& l : p.layers) w = std::max(w, l.size());
-  return w;
-}
 std::size_t shard_count(const stile::SubmodelPlan& p) {
   std::size_t n = 0;
   for (const auto& l : p.layers) n += l.size();
@@ -105,7 +105,6 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
   std::map<std::vector<std::vector<stile::ShardChoice>>, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < c.dev.size(); ++i) groups[m.plan(c.dev[i].size(), target_ms).layers].push_back(i);
   std::size_t correct = 0, most = 0;
-  const std::size_t d = c.store->config().hidden;
   for (const auto& [layers, rows] : groups) {
     const stile::SubmodelPlan plan{layers};
     if (rows.size() > most) {  // report the shape most sentences ran
@@ -113,25 +112,17 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
       layers_out = plan.layers.size();
       shards_out = shard_count(plan);
     }
-    const bool whole = plan.layers.size() == c.store->num_layers() && shard_count(plan) ==
-                                                                          c.store->num_layers() * c.store->shards_per_layer();
-    const std::string key = whole && m.name == "gold" ? "gold" : stile::shape_key(plan.layers.size(), widest(plan));
-    const stile::LinearHead& head = c.heads->at(key, c.heads_path.string()).head;
-    for (std::size_t b = 0; b < rows.size(); b += 32) {
-      std::vector<stile::Encoding> batch;
-      for (std::size_t j = b; j < std::min(rows.size(), b + 32); ++j) batch.push_back(c.dev[rows[j]]);
-      std::vector<float> hidden;
-      const std::vector<std::size_t> lengths = c.bert->encode(batch, hidden, plan);
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < batch.size(); ++j) {
-        std::vector<float> e(d);
-        stile::pool_tokens(std::span<const float>(hidden).subspan(at * d, lengths[j] * d), lengths[j], d,
-                           stile::Pooling::kMean, e);
-        stile::l2_normalize(e);
-        at += lengths[j];
-        correct += head.predict(e) == c.labels[rows[b + j]];
-      }
+    const stile::StoredHead* stored = m.name == "gold" ? &c.heads->at("gold", c.heads_path.string()) : c.heads->find_for(plan);
+    stile::require(stored != nullptr, c.heads_path.string() + ": no head for a " + std::to_string(plan.layers.size()) +
+                                          "-layer plan of " + std::to_string(shard_count(plan)) + " shards of " +
+                                          m.name + " (uneven widths, or train_heads --shapes all not run)");
+    std::vector<stile::Encoding> sentences;
+    std::vector<std::size_t> labels;
+    for (const std::size_t r : rows) {
+      sentences.push_back(c.dev[r]);
+      labels.push_back(c.labels[r]);
     }
+    correct += stile::plan_correct(*c.bert, sentences, labels, plan, stored->head);
   }
   return 100.0 * static_cast<double>(correct) / static_cast<double>(c.dev.size());
 }
@@ -187,10 +178,12 @@ int main(int argc, char** argv) {
   fs::path sst2_dir = fs::path(STILE_SHARED_DIR) / "data" / "sst2";
   std::vector<double> targets{60, 100, 150};
   std::string storage = "emmc", json_path;
-  std::size_t runs = 30, preload_kb = 1024, ablation_seeds = 5;
-  double sweep_target = 0;
+  std::size_t runs = 30, ablation_seeds = 5;
+  std::vector<double> preload_kbs{1024};
+  double sweep_target = 0, ablation_target = 0;
   bool with_accuracy = true;
   unsigned min_bits = 4;
+  double headroom = stile::EngineOptions{}.target_headroom;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     auto value = [&]() -> std::string {
@@ -203,18 +196,21 @@ int main(int argc, char** argv) {
     if (arg == "--targets") targets = parse_list(value());
     else if (arg == "--storage") storage = value();
     else if (arg == "--runs") runs = std::stoul(value());
-    else if (arg == "--preload-kb") preload_kb = std::stoul(value());
+    else if (arg == "--preload-kb") preload_kbs = parse_list(value());
     else if (arg == "--sst2") sst2_dir = value();
     else if (arg == "--json") json_path = value();
     else if (arg == "--sweep-target") sweep_target = std::stod(value());
+    else if (arg == "--ablation-target") ablation_target = std::stod(value());
     else if (arg == "--ablation-seeds") ablation_seeds = std::stoul(value());
     else if (arg == "--latency-only") with_accuracy = false;
     else if (arg == "--min-bits") min_bits = static_cast<unsigned>(std::stoul(value()));
+    else if (arg == "--headroom") headroom = std::stod(value());
     else store_path = std::string(arg);
   }
   if (store_path.empty() || runs == 0) {
     std::fprintf(stderr, "usage: eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] "
-                         "[--preload-kb 1024] [--sst2 DIR] [--json FILE] [--sweep-target MS] [--ablation-seeds N]\n");
+                         "[--preload-kb 1024,2048] [--sst2 DIR] [--json FILE] [--sweep-target MS] [--ablation-target MS] [--ablation-seeds N] "
+                         "[--min-bits B] [--headroom F] [--latency-only]\n");
     return 2;
   }
   try {
@@ -239,30 +235,43 @@ int main(int argc, char** argv) {
     const auto layers_ms = [&](std::size_t tokens, double t) {
       return std::max(1e-6, t - static_cast<double>(profile.length_bucket(tokens)) * row_ms);
     };
+    // Every plan is costed with the engine's reads: versions next to each other in the file in one
+    // O_DIRECT request (one latency per contiguous run).
+    const stile::LayerIoTime layer_io = stile::layer_io_model(profile, [&](std::size_t l, std::span<const stile::ShardChoice> v) {
+      return stile::contiguous_reads(store, l, v, stile::read_backend_detail::kDirectAlignment);
+    });
     const auto exact = [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); };
-    auto ours = [&](std::size_t budget, stile::ImportanceOrder order = {}) {
-      return [&, budget, order](std::size_t tokens, double t) {
+    const auto shape_accuracy = heads.shape_accuracy();
+    auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
+      return [&, budget, upgrade_order](std::size_t tokens, double t) {
         stile::PlannerOptions o;
         o.target_ms = t;
         o.preload_budget_bytes = budget;
         o.version_bytes = exact;
-        o.importance = order.empty() ? importance.order : order;
+        o.importance = importance.order;
+        o.upgrade_order = upgrade_order;
+        if (with_accuracy) o.shape_accuracy = shape_accuracy;
         o.slots = 2;
         o.per_token_ms = row_ms;
         o.min_bits = min_bits;
-        return stile::plan_elastic(profile, tokens, o, order.empty() ? importance.ranking : stile::ShardRanking{}).submodel;
+        o.layer_io = layer_io;
+        o.headroom = headroom;
+        return stile::plan_elastic(profile, tokens, o, importance.ranking).submodel;
       };
     };
     const stile::ShardRanking& ranking = importance.ranking;
     std::vector<Method> methods;
     methods.push_back({"ours-0", ours(0), 0, false});
-    methods.push_back({fmt::format("ours-{}K", preload_kb), ours(preload_kb * 1024), preload_kb * 1024, false});
+    for (const double kb : preload_kbs) {
+      const auto bytes = static_cast<std::size_t>(kb * 1024);
+      methods.push_back({fmt::format("ours-{:.0f}K", kb), ours(bytes), bytes, false});
+    }
     methods.push_back({"Load&Exec",
-                       [&](std::size_t n, double t) { return stile::plan_load_and_exec(profile, n, layers_ms(n, t), ranking).submodel; },
+                       [&](std::size_t n, double t) { return stile::plan_load_and_exec(profile, n, layers_ms(n, t), ranking, layer_io).submodel; },
                        0, false, stile::PipelineMode::load_then_execute});
     for (const unsigned x : {2u, 6u, 32u}) {
       methods.push_back({fmt::format("StdPL-{}", x),
-                         [&, x](std::size_t n, double t) { return stile::plan_std_pipeline(profile, n, layers_ms(n, t), x, ranking).submodel; },
+                         [&, x](std::size_t n, double t) { return stile::plan_std_pipeline(profile, n, layers_ms(n, t), x, ranking, layer_io).submodel; },
                          0, false});
     }
     for (const unsigned x : {6u, 32u}) {
@@ -305,8 +314,8 @@ int main(int argc, char** argv) {
         }
         const Latency lat = latency(c, m, t, runs);
         bar.update(++done, steps);
-        lines.push_back(fmt::format("| {:>5.0f} | {:<15} | {:5.1f} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |",
-                                    t, m.name, acc, layers, fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
+        lines.push_back(fmt::format("| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |",
+                                    t, m.name, std::isnan(acc) ? std::string("-") : fmt::format("{:.1f}", acc), layers, fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
                                     lat.preload / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95,
                                     100 * lat.within));
         report["results"].push_back({{"target_ms", t}, {"method", m.name}, {"accuracy", acc}, {"layers", layers},
@@ -318,8 +327,9 @@ int main(int argc, char** argv) {
     fmt::print("| T ms  | method          | acc % | n x m    | preload MB | working MB | resident MB | median ms | p95 ms | <= T |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& l : lines) fmt::print("{}\n", l);
-    fmt::print("|     - | gold            | {:5.1f} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
-               gold_accuracy, gl, gs / std::max<std::size_t>(gl, 1), gold_latency.preload / 1e6, gold_latency.working / 1e6,
+    fmt::print("|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
+               std::isnan(gold_accuracy) ? std::string("-") : fmt::format("{:.1f}", gold_accuracy), gl,
+               gs / std::max<std::size_t>(gl, 1), gold_latency.preload / 1e6, gold_latency.working / 1e6,
                gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);
     report["gold"] = {{"accuracy", gold_accuracy}, {"preload_bytes", gold_latency.preload},
                       {"working_bytes", gold_latency.working}, {"resident_bytes", gold_latency.resident},
@@ -335,18 +345,21 @@ int main(int argc, char** argv) {
         report["preload_sweep"].push_back({{"preload_kb", kb}, {"accuracy", acc}, {"target_ms", sweep_target}});
       }
     }
-    if (ablation_seeds > 0 && sweep_target > 0 && with_accuracy) {  // the same IO budget, importance vs random order
-      fmt::print("\nablation at T = {:.0f} ms, no preload: pass 2 and the shrink in importance order vs random order\n",
-                 sweep_target);
+    if (ablation_target <= 0) ablation_target = sweep_target;
+    if (ablation_seeds > 0 && ablation_target > 0 && with_accuracy) {  // the same IO budget, importance vs random order
+      fmt::print("\nablation at T = {:.0f} ms, no preload: pass 2's upgrades in importance order vs random order\n",
+                 ablation_target);
       std::size_t layers = 0, shards = 0;
-      const double by_importance = accuracy(c, {"ours", ours(0), 0, false}, sweep_target, layers, shards);
-      fmt::print("  importance order: {:5.1f} %\n", by_importance);
+      const double by_importance = accuracy(c, {"ours", ours(0), 0, false}, ablation_target, layers, shards);
+      fmt::print("  importance order: {:5.1f} %  ({} layers, {} shards: the same submodel for every order)\n",
+                 by_importance, layers, shards);
       report["ablation"]["importance"] = by_importance;
+      report["ablation"]["target_ms"] = ablation_target;
       for (std::size_t seed = 1; seed <= ablation_seeds; ++seed) {
         stile::ImportanceOrder order = importance.order;
         std::mt19937_64 rng(seed);
         for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-        const double acc = accuracy(c, {"random", ours(0, order), 0, false}, sweep_target, layers, shards);
+        const double acc = accuracy(c, {"random", ours(0, order), 0, false}, ablation_target, layers, shards);
         fmt::print("  random order, seed {}: {:5.1f} %\n", seed, acc);
         report["ablation"]["random"].push_back(acc);
       }

@@ -1,7 +1,7 @@
 // run: the elastic engine from the command line. Opens a shard store (examples/convert) with a
 // device profile (examples/profile), runs each text as a request, cold (first request on an empty
 // preload buffer) and then warm (the preload buffer filled by the cold run), and prints the
-// embedding (or class), the plan and a timeline summary.
+// embedding, the class (with the heads of examples/train_heads), the plan and a timeline summary.
 //
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"
@@ -24,6 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "stile/engine.hpp"
+#include "stile/eval/heads_file.hpp"
 #include "stile/plan/importance.hpp"
 
 namespace {
@@ -31,13 +32,16 @@ namespace {
 constexpr const char* kUsage = R"(usage: run [options] STORE TEXT...
 
 Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and prints
-the sentence embedding's first values and norm, the plan (layers x shards, bitwidths) and where
+the sentence embedding's first values and norm, its SST-2 class (when there are heads), the plan (layers x shards, bitwidths) and where
 the time went (embeddings, IO, stall, compute).
 
 options:
   --profile FILE      the device profile (default: STORE.profile.json when it exists)
   --importance FILE   the shard importance (default: STORE.importance.json when it exists;
                       without one, shards are kept and upgraded in shard order)
+  --heads FILE        SST-2 heads per submodel shape (default: STORE.heads.json when it exists):
+                      each request is classified by its plan's head, and the planner, when it
+                      must shrink the submodel, picks the shape whose head scores best
   --min-bits B        the planner's bitwidth floor (default: the lowest stored)
   --target-ms T       latency target for the planner (default: none: the highest bitwidth)
   --preload-kb K      the preload buffer's budget in KiB (default 0)
@@ -90,7 +94,7 @@ std::string plan_summary(const stile::SubmodelPlan& plan) {
   return fmt::format("{} layers x up to {} shards ({})", plan.layers.size(), widest, bits);
 }
 
-void print_result(const char* label, const stile::EngineResult& r, bool verbose) {
+void print_result(const char* label, const stile::EngineResult& r, const stile::HeadsFile* heads, bool verbose) {
   const stile::Timeline& t = r.timeline;
   std::string head;
   for (std::size_t i = 0; i < 4 && i < r.embedding.size(); ++i) head += fmt::format("{:+.4f} ", r.embedding[i]);
@@ -102,7 +106,11 @@ void print_result(const char* label, const stile::EngineResult& r, bool verbose)
              static_cast<double>(t.bytes_read() + t.embed_bytes_read) / 1e6, t.shards_read(),
              static_cast<double>(r.preload_held_bytes) / 1e6, static_cast<double>(r.working_buffer_bytes) / 1e6);
   fmt::print("        embedding [{}...] norm {:.4f}", head, std::sqrt(norm));
-  if (r.label) fmt::print("  class {}", *r.label);
+  if (r.label) {
+    fmt::print("  class {} (head {})", heads->at(r.head).head.labels.at(*r.label), r.head);
+  } else if (heads) {
+    fmt::print("  no head for this plan's shape");
+  }
   fmt::print("\n");
   if (!verbose) return;
   for (std::size_t l = 0; l < t.layers.size(); ++l) {
@@ -117,7 +125,7 @@ void print_result(const char* label, const stile::EngineResult& r, bool verbose)
 
 int main(int argc, char** argv) {
   stile::EngineOptions options;
-  std::optional<std::filesystem::path> profile_path, importance_path;
+  std::optional<std::filesystem::path> profile_path, importance_path, heads_path;
   std::optional<unsigned> bits;
   std::optional<std::size_t> layers, shards;
   std::string trace;
@@ -136,6 +144,8 @@ int main(int argc, char** argv) {
       profile_path = std::filesystem::path(value());
     } else if (arg == "--importance") {
       importance_path = std::filesystem::path(value());
+    } else if (arg == "--heads") {
+      heads_path = std::filesystem::path(value());
     } else if (arg == "--min-bits") {
       options.min_bits = static_cast<unsigned>(parse_count(value(), "--min-bits"));
     } else if (arg == "--target-ms") {
@@ -186,9 +196,17 @@ int main(int argc, char** argv) {
       options.ranking = std::move(importance.ranking);
       options.importance = std::move(importance.order);
     }
+    if (!heads_path && std::filesystem::exists(stile::heads_path_for(store))) heads_path = stile::heads_path_for(store);
+    std::optional<stile::HeadsFile> heads;
+    if (heads_path) heads = stile::HeadsFile::load(*heads_path);
     std::optional<stile::DeviceProfile> profile;
     if (profile_path) profile = stile::DeviceProfile::load(*profile_path);
-    auto engine_ptr = std::make_unique<stile::Engine>(store, options, profile);
+    auto open_engine = [&] {
+      auto e = std::make_unique<stile::Engine>(store, options, profile);
+      if (heads) e->set_heads(*heads);
+      return e;
+    };
+    auto engine_ptr = open_engine();
     stile::Engine& engine = *engine_ptr;
     fmt::print("store    {} ({:.1f} MB, {} layers x {} shards, bits {})\n", store.string(),
                static_cast<double>(engine.store().file_size()) / 1e6, engine.store().num_layers(),
@@ -198,6 +216,8 @@ int main(int argc, char** argv) {
     if (!engine.backend_note().empty()) fmt::print("note     {}\n", engine.backend_note());
     fmt::print("profile  {}\n", profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
     fmt::print("shards   {}\n", importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
+    fmt::print("heads    {}\n", heads_path ? fmt::format("{} ({} shapes)", heads_path->string(), heads->heads.size())
+                                            : std::string("none (no class)"));
     fmt::print("target   {}   preload budget {:.2f} MB   mode {}\n",
                options.target_ms > 0 ? fmt::format("{:.1f} ms", options.target_ms) : std::string("none"),
                static_cast<double>(options.preload_bytes) / 1e6, stile::to_string(options.mode));
@@ -211,7 +231,7 @@ int main(int argc, char** argv) {
     // same engine's next request, its preload buffer filled by the cold one.
     stile::EngineResult last;
     for (std::size_t i = 1; i < positional.size(); ++i) {
-      if (i > 1) engine_ptr = std::make_unique<stile::Engine>(store, options, profile);
+      if (i > 1) engine_ptr = open_engine();
       stile::Engine& fresh = *engine_ptr;
       const stile::Encoding tokens = fresh.tokenizer().encode(positional[i]);
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
@@ -221,7 +241,7 @@ int main(int argc, char** argv) {
           fmt::print("  plan  {}\n", plan_summary(last.plan));
           if (!last.plan_note.empty()) fmt::print("        {}\n", last.plan_note);
         }
-        print_result(label, last, verbose);
+        print_result(label, last, heads ? &*heads : nullptr, verbose);
       }
     }
     if (!trace.empty()) {

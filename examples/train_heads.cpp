@@ -1,7 +1,8 @@
 // train_heads: the SST-2 classification heads of a shard store, one per submodel shape
 // (eval/heads_file.hpp). Each head is a logistic regression (model/linear_head.hpp) on the
 // mean-pooled, L2-normalized embeddings that its submodel (n layers x m shards, every shard at 32
-// bits) gives the head-training part of train.tsv (eval/sst2.hpp: seed 20261123, 8000 rows).
+// bits) gives the head-training part of train.tsv (eval/sst2.hpp: seed 20261123, 8000 rows),
+// scored on the calibration part (the next 1000 rows): the planner compares shapes by that score.
 // The gold head is the full model's. dev.tsv is only used to report the gold head's accuracy.
 //
 //   train_heads minilm.stile --shapes gold                                   1. the gold head
@@ -69,7 +70,8 @@ options:
   --batch B             sentences per layer run (default: 64)
   --seed S              the split's seed (default: 20261123)
   --train N             head-training rows (default: 8000)
-  --calibration N       calibration rows after them, recorded for importance (default: 1000)
+  --calibration N       calibration rows after them: each head's calibration accuracy, and the
+                        importance profile's rows (default: 1000)
   --l2 X                L2 penalty of the logistic regression (default: 1e-4)
   --help                print this help
 )";
@@ -202,6 +204,7 @@ int main(int argc, char** argv) {
     const stile::LabeledSentences dev = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::Sst2Parts parts = stile::split_sst2(train_all.size(), split);
     const stile::LabeledSentences train = train_all.subset(parts.train);
+    const stile::LabeledSentences calibration = train_all.subset(parts.calibration);
     const stile::RecordedSplit recorded{split, train_all.size()};
 
     stile::HeadsFile file;
@@ -231,10 +234,13 @@ int main(int argc, char** argv) {
       for (const std::string& text : s.sentences) e.push_back(tokenizer.encode(text));
       return e;
     };
-    const std::vector<stile::Encoding> train_enc = tokenize(train);
+    // The training rows, then the calibration rows: every head is scored on the latter (not fit
+    // to them), which is what the planner compares submodel shapes by.
+    std::vector<stile::Encoding> train_enc = tokenize(train);
+    for (stile::Encoding& e : tokenize(calibration)) train_enc.push_back(std::move(e));
     fmt::print("store {} ({} layers x {} shards; heads on its {}-bit shards); SST-2 train.tsv {} rows, head "
-               "training {} (seed {}), dev {}; shards per layer: {}\n",
-               store_path.string(), N, M, top_bits, train_all.size(), train.size(), split.seed, dev.size(),
+               "training {} (seed {}), calibration {}, dev {}; shards per layer: {}\n",
+               store_path.string(), N, M, top_bits, train_all.size(), train.size(), split.seed, calibration.size(), dev.size(),
                importance_path ? "the most important by " + importance_path->string() : std::string("0..m-1"));
     std::fflush(stdout);  // before the progress bars on stderr
 
@@ -259,7 +265,7 @@ int main(int argc, char** argv) {
     for (const auto& [m, layer_counts] : passes) {
       const std::size_t deepest = *layer_counts.rbegin();
       stile::ProgressBar bar(fmt::format("embed m={:>2}, n=1..{}", m, deepest));
-      for (const std::size_t n : layer_counts) features[{n, m}].reserve(train.size() * d);
+      for (const std::size_t n : layer_counts) features[{n, m}].reserve(train_enc.size() * d);
       for (std::size_t begin = 0; begin < train_enc.size(); begin += batch) {
         const std::size_t end = std::min(train_enc.size(), begin + batch);
         stile::HiddenBatch x = bert.embed(std::span<const stile::Encoding>(train_enc).subspan(begin, end - begin));
@@ -287,9 +293,13 @@ int main(int argc, char** argv) {
     auto train_one = [&](const std::string& key, std::size_t n, std::size_t m, const stile::ShardRanking& assumed) {
       stile::LogisticRegressionReport report;
       stile::StoredHead h;
-      h.head = stile::train_logistic_regression(features.at({n, m}), d, train.labels, stile::sst2_label_names(), lr,
-                                                &report);
+      const std::span<const float> f = features.at({n, m});
+      h.head = stile::train_logistic_regression(f.first(train.size() * d), d, train.labels, stile::sst2_label_names(),
+                                                lr, &report);
       h.train_accuracy = report.train_accuracy;
+      h.calibration_accuracy = calibration.size() == 0
+                                   ? 0.0
+                                   : stile::score_head(h.head, f.subspan(train.size() * d), calibration.labels).accuracy();
       h.ranking = assumed;
       file.heads[key] = std::move(h);
       trained.push_back({key, report});
@@ -307,10 +317,12 @@ int main(int argc, char** argv) {
     const double train_seconds = seconds_since(t_train);
     file.save(*out);
 
-    fmt::print("\n{:>6} {:>10} {:>11} {:>6} {:>10}\n", "head", "train acc", "loss", "iters", "converged");
+    fmt::print("\n{:>6} {:>10} {:>10} {:>11} {:>6} {:>10}\n", "head", "train acc", "calib acc", "loss", "iters",
+               "converged");
     for (const Trained& t : trained) {
-      fmt::print("{:>6} {:>10.4f} {:>11.6f} {:>6} {:>10}\n", t.key, t.report.train_accuracy, t.report.loss,
-                 t.report.iterations, t.report.converged ? "yes" : "no");
+      fmt::print("{:>6} {:>10.4f} {:>10.4f} {:>11.6f} {:>6} {:>10}\n", t.key, t.report.train_accuracy,
+                 file.heads.at(t.key).calibration_accuracy, t.report.loss, t.report.iterations,
+                 t.report.converged ? "yes" : "no");
     }
 
     double dev_seconds = 0;

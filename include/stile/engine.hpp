@@ -8,6 +8,7 @@
 //   Engine engine("model.stile", {.storage = "emmc", .preload_bytes = 1 << 20}, DeviceProfile::load(p));
 //   engine.set_target_ms(30);
 //   EngineResult r = engine.run("a charming and moving film");  // r.embedding, r.plan, r.timeline
+//   engine.set_heads(HeadsFile::load("model.stile.heads.json"));  // then r.label, by the plan's shape
 //   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
 //
 // Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
@@ -38,6 +39,7 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/eval/heads_file.hpp"
 #include "stile/io/file_error.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/io/shard_store.hpp"
@@ -67,6 +69,7 @@ struct EngineOptions {
   ShardRanking ranking{};            // shard importance per layer (plan/importance); empty: shard order
   ImportanceOrder importance{};      // the global importance order (plan/importance); empty: by rank
   unsigned min_bits = 0;             // the planner's bitwidth floor (PlannerOptions::min_bits)
+  double target_headroom = 0.05;     // share of the target the planner keeps free (PlannerOptions::headroom)
   std::size_t preload_bytes = 0;     // the preload buffer's budget
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
@@ -80,8 +83,9 @@ struct EngineOptions {
 
 struct EngineResult {
   std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding
-  std::vector<float> logits;         // [classes] when a head is set
+  std::vector<float> logits;         // [classes] when a head is set (for this plan's shape)
   std::optional<std::size_t> label;  // argmax of the logits when a head is set
+  std::string head;                  // the heads file's key of the head used ("" for set_head's)
   std::size_t tokens = 0;
   SubmodelPlan plan;
   Timeline timeline;
@@ -90,6 +94,23 @@ struct EngineResult {
   std::size_t working_buffer_bytes = 0;  // the working buffer's size during this request
   std::size_t preload_held_bytes = 0;    // the preload buffer after this request
 };
+
+// How many read requests `versions` of layer `layer` take when, as the engine reads them, versions
+// that follow each other in the file (each rounded up to `alignment`) go in one request. On a
+// store from the reference writer (a layer's versions grouped by bitwidth, docs/format.md) a
+// layer read whole at one bitwidth is one request.
+inline std::size_t contiguous_reads(const ShardStore& store, std::size_t layer, std::span<const ShardChoice> versions,
+                                    std::size_t alignment) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // offset, rounded size
+  for (const ShardChoice& c : versions) {
+    const ShardVersionInfo& info = store.version_info(layer, c.shard, c.bits);
+    spans.emplace_back(info.offset, (info.size + alignment - 1) / alignment * alignment);
+  }
+  std::sort(spans.begin(), spans.end());
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i) runs += i == 0 || spans[i - 1].first + spans[i - 1].second != spans[i].first;
+  return runs;
+}
 
 class Engine {
  public:
@@ -112,8 +133,12 @@ class Engine {
       planner.preload_budget_bytes = options_.preload_bytes;
       planner.slots = slots_for(store_.num_layers());
       planner.min_bits = options_.min_bits;
+      planner.headroom = options_.target_headroom;
       planner.importance = options_.importance;
       planner.version_bytes = [this](const ShardKey& k) { return version_bytes(k); };
+      planner.layer_io = layer_io_model(*profile, [this](std::size_t l, std::span<const ShardChoice> v) {
+        return contiguous_reads(store_, l, v, read_alignment());
+      });
       // A request first reads its tokens' word-embedding rows: one aligned block each.
       planner.per_token_ms = estimated_row_read_ms(*profile, static_cast<double>(backend_->alignment() > 1
                                                                                      ? backend_->alignment()
@@ -127,6 +152,8 @@ class Engine {
   const EngineOptions& options() const noexcept { return options_; }
   const WordPieceTokenizer& tokenizer() const noexcept { return tokenizer_; }
   std::string backend_description() const { return backend_->describe(); }
+  // The backend's buffer and offset alignment (4096 with O_DIRECT, 1 for buffered reads).
+  std::size_t read_alignment() const noexcept { return backend_->alignment(); }
   // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
   const std::string& backend_note() const noexcept { return backend_note_; }
   // The device profile the planner uses; null when the engine has none.
@@ -149,10 +176,37 @@ class Engine {
     if (planner_) planner_->set_preload_budget(bytes);
     preload_.set_budget(bytes);
   }
+  // One head for every plan (set_heads' per-shape heads take precedence when both are set).
   void set_head(LinearHead head) {
     head.check(config().hidden);
     std::lock_guard<std::mutex> lock(mutex_);
     head_ = std::move(head);
+  }
+  // A head per submodel shape (examples/train_heads): each request is classified by the head of
+  // its plan's shape (none, no label: a plan of uneven widths, or a shape the file lacks), and the
+  // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
+  // this store and must keep the shards the engine's importance ranking keeps.
+  void set_heads(HeadsFile heads) {
+    const std::size_t N = store_.num_layers(), M = store_.shards_per_layer();
+    require(heads.num_layers == N && heads.shards_per_layer == M,
+            io_detail::concat("engine: the heads are for a ", heads.num_layers, " x ", heads.shards_per_layer,
+                              " store, this one is ", N, " x ", M));
+    ShardRanking ranking = options_.ranking;
+    if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
+    for (const auto& [key, h] : heads.heads) {
+      h.head.check(config().hidden);
+      std::size_t n = 0, m = 0;
+      if (!parse_shape_key(key, n, m) || m == M) continue;  // whole layers: nothing was chosen
+      for (std::size_t l = 0; l < n; ++l) {
+        require(top_shards(h.ranking, l, m) == top_shards(ranking, l, m),
+                io_detail::concat("engine: head \"", key, "\" keeps other shards of layer ", l,
+                                  " than the engine's importance ranking (train the heads with the same importance "
+                                  "file)"));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
+    heads_ = std::move(heads);
   }
   std::vector<ShardKey> preloaded() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -317,7 +371,7 @@ class Engine {
     for (std::size_t i = 0; i < order.size(); ++i) {
       Version& v = order[i];
       v.at = at;
-      const bool continues = i > 0 && order[i - 1].offset + order[i - 1].rounded == v.offset;
+      const bool continues = i > 0 && order[i - 1].offset + order[i - 1].rounded == v.offset;  // as contiguous_reads
       if (continues) {
         runs.back().out = buffer.subspan(runs.back().out.data() - buffer.data(), runs.back().out.size() + v.rounded);
         run_needs.back() = v.at + v.size - static_cast<std::size_t>(runs.back().out.data() - buffer.data());
@@ -489,8 +543,13 @@ class Engine {
     result.embedding.resize(d);
     pool_tokens(hidden_, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
-    if (head_) {
-      const std::vector<double> logits = head_->logits(result.embedding);
+    const LinearHead* head = head_ ? &*head_ : nullptr;
+    if (heads_) {
+      const StoredHead* stored = heads_->find_for(plan, &result.head);
+      head = stored ? &stored->head : nullptr;
+    }
+    if (head) {
+      const std::vector<double> logits = head->logits(result.embedding);
       result.logits.assign(logits.begin(), logits.end());
       result.label = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
@@ -498,6 +557,14 @@ class Engine {
     result.preload_held_bytes = preload_.held_bytes();
     timeline.total_ms = ms();
     return result;
+  }
+
+  // The m shards a ranking keeps in layer l, sorted (empty ranking: 0..m-1).
+  static std::vector<std::size_t> top_shards(const ShardRanking& ranking, std::size_t l, std::size_t m) {
+    std::vector<std::size_t> top;
+    for (std::size_t r = 0; r < m; ++r) top.push_back(ranking.empty() ? r : ranking[l][r]);
+    std::sort(top.begin(), top.end());
+    return top;
   }
 
   std::vector<ShardChoice> missing_of(std::size_t l, const SubmodelPlan& plan) const {
@@ -532,6 +599,7 @@ class Engine {
   std::vector<LayerResident> residents_;
   WordPieceTokenizer tokenizer_;
   std::optional<LinearHead> head_;
+  std::optional<HeadsFile> heads_;
   ThreadPool pool_;
   PreloadBuffer preload_;
   mutable std::mutex mutex_;  // one request at a time; setters wait for it

@@ -196,9 +196,9 @@ stile::HeadsFile sample_heads() {
   f.num_layers = 2;
   f.shards_per_layer = 3;
   f.split = {{.seed = 5, .train = 10, .calibration = 4}, 20};
-  f.heads["gold"] = {stile::LinearHead{{"negative", "positive"}, {0.1f, -0.2f, 0.3f, 1e-8f}, {0.5f, -0.5f}}, 0.9, {}};
-  f.heads["2x3"] = {stile::LinearHead{{"negative", "positive"}, {1.0f / 3, 2, 3, 4}, {0, 1}}, 0.75, {{2, 0, 1}, {0, 1, 2}}};
-  f.heads["1x1"] = {stile::LinearHead{{"negative", "positive"}, {-1, -2, 3.25f, 4}, {0, 0}}, 1.0, {}};
+  f.heads["gold"] = {stile::LinearHead{{"negative", "positive"}, {0.1f, -0.2f, 0.3f, 1e-8f}, {0.5f, -0.5f}}, 0.9, 0.85, {}};
+  f.heads["2x3"] = {stile::LinearHead{{"negative", "positive"}, {1.0f / 3, 2, 3, 4}, {0, 1}}, 0.75, 0.5, {{2, 0, 1}, {0, 1, 2}}};
+  f.heads["1x1"] = {stile::LinearHead{{"negative", "positive"}, {-1, -2, 3.25f, 4}, {0, 0}}, 1.0, 0.625, {}};
   return f;
 }
 
@@ -222,6 +222,7 @@ TEST_CASE("heads file: save and load round trip, bit-exact floats", "[eval][head
     CHECK(k.head.weight == h.head.weight);
     CHECK(k.head.bias == h.head.bias);
     CHECK(k.train_accuracy == h.train_accuracy);
+    CHECK(k.calibration_accuracy == h.calibration_accuracy);
     CHECK(k.ranking == h.ranking);
   }
   CHECK_THAT(error_of([&] { g.at("3x3", "f.json"); }), Contains("f.json: has no head \"3x3\" (it has: 1x1, 2x3, gold)"));
@@ -229,6 +230,30 @@ TEST_CASE("heads file: save and load round trip, bit-exact floats", "[eval][head
   for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
     CHECK(entry.path().filename().string().find(path.filename().string() + ".tmp") == std::string::npos);
   }
+}
+
+TEST_CASE("heads file: the head of a plan's shape, and the shapes' calibration accuracies", "[eval][heads_file]") {
+  const stile::HeadsFile f = sample_heads();
+  std::string key;
+  using stile::SubmodelPlan;
+  CHECK(f.find_for(SubmodelPlan::uniform(1, 1, 4), &key) == &f.heads.at("1x1"));
+  CHECK(key == "1x1");
+  CHECK(f.find_for(SubmodelPlan::uniform(2, 3, 32), &key) == &f.heads.at("2x3"));  // its own, not gold
+  CHECK(key == "2x3");
+  stile::HeadsFile gold_only = f;
+  gold_only.heads.erase("2x3");
+  CHECK(gold_only.find_for(SubmodelPlan::uniform(2, 3, 6), &key) == &gold_only.heads.at("gold"));
+  CHECK(key == "gold");
+  CHECK(f.find_for(SubmodelPlan::uniform(2, 1, 4)) == nullptr);  // no such head
+  SubmodelPlan uneven = SubmodelPlan::uniform(2, 3, 4);
+  uneven.layers[1].pop_back();
+  CHECK(f.find_for(uneven) == nullptr);  // no head is trained on uneven widths
+  CHECK(f.find_for(SubmodelPlan{}) == nullptr);
+
+  const auto accuracy = f.shape_accuracy();
+  CHECK(accuracy(1, 1) == 0.625);
+  CHECK(accuracy(2, 3) == 0.5);
+  CHECK(std::isnan(accuracy(2, 1)));  // no head: not a candidate shape
 }
 
 TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][heads_file]") {
@@ -240,7 +265,8 @@ TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][he
     return error_of([&] { stile::HeadsFile::from_json(j, "h.json"); });
   };
   CHECK_THAT(refused([](auto& j) { j["format"] = "stile-device-profile"; }), Contains("h.json: \"format\""));
-  CHECK_THAT(refused([](auto& j) { j["version"] = 2; }), Contains("h.json: version 2 is not supported"));
+  CHECK_THAT(refused([](auto& j) { j["version"] = 1; }), Contains("h.json: version 1 is not supported"));
+  CHECK_THAT(refused([](auto& j) { j["version"] = 3; }), Contains("h.json: version 3 is not supported"));
   CHECK_THAT(refused([](auto& j) { j["extra"] = 1; }), Contains("h.json: unknown key \"extra\""));
   CHECK_THAT(refused([](auto& j) { j.erase("store"); }), Contains("h.json: missing \"store\""));
   CHECK_THAT(refused([](auto& j) { j["num_layers"] = 0; }), Contains("\"num_layers\" = 0 is outside"));
@@ -259,6 +285,10 @@ TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][he
   CHECK_THAT(refused([](auto& j) { j["heads"]["gold"]["colour"] = 1; }), Contains("unknown key \"colour\""));
   CHECK_THAT(refused([](auto& j) { j["heads"]["gold"].erase("ranking"); }), Contains("missing \"ranking\""));
   CHECK_THAT(refused([](auto& j) { j["heads"]["gold"]["train_accuracy"] = 1.5; }), Contains("\"train_accuracy\""));
+  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["calibration_accuracy"] = -0.1; }),
+             Contains("head \"1x1\": \"calibration_accuracy\" must be a number in [0, 1]"));
+  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"].erase("calibration_accuracy"); }),
+             Contains("head \"1x1\": missing \"calibration_accuracy\""));
   CHECK_THAT(refused([](auto& j) { j["heads"]["2x3"]["ranking"] = {{0, 1, 2}}; }), Contains("has 1 layers, expected 2"));
   CHECK_THAT(refused([](auto& j) { j["heads"]["2x3"]["ranking"][0] = {0, 0, 1}; }),
              Contains("layer 0 is not a permutation of 0..2"));

@@ -297,7 +297,17 @@ void check_everything(const ShardStore& store, const Model& m) {
   CHECK(store.quantizer() == m.quantizer);
 
   stile::AlignedBuffer<std::byte, stile::kShardStoreAlign> work(static_cast<std::size_t>(store.max_version_bytes()));
-  std::uint64_t previous_end = 0;
+  std::uint64_t previous_end = 0;  // the writer's order: layer by layer, bits increasing, shard by shard
+  for (std::size_t l = 0; l < m.layers.size(); ++l) {
+    for (const unsigned bits : m.spec.bits) {
+      for (std::size_t s = 0; s < m.spec.shards; ++s) {
+        const stile::ShardVersionInfo& info = store.version_info(l, s, bits);
+        INFO("layer " << l << " shard " << s << " bits " << bits);
+        CHECK(info.offset >= previous_end);
+        previous_end = info.offset + info.size;
+      }
+    }
+  }
   for (std::size_t l = 0; l < m.layers.size(); ++l) {
     CHECK(store.layer_stats(l) == m.layers[l].stats);
     for (std::size_t s = 0; s < m.spec.shards; ++s) {
@@ -308,8 +318,6 @@ void check_everything(const ShardStore& store, const Model& m) {
         const stile::ShardVersionInfo& info = store.version_info(l, s, bits);
         CHECK(info.bits == bits);
         CHECK(info.offset % stile::kShardStoreAlign == 0);
-        CHECK(info.offset >= previous_end);  // layer by layer, shard by shard, bits increasing
-        previous_end = info.offset + info.size;
         CHECK(info.size == want.blob.bytes().size());
         CHECK(info.outliers == want.outliers);
         CHECK(same_values<float>(info.dictionary, want.dictionary));

@@ -239,6 +239,19 @@ TEST_CASE("the engine's plans and settings", "[engine]") {
   engine.set_target_ms(20);
   CHECK_THROWS_WITH(engine.plan_for(10), Catch::Contains("needs a device profile"));
   engine.set_target_ms(0);
+  // The reference writer groups a layer's versions by bitwidth: a layer at one bitwidth is one
+  // O_DIRECT request; a gap or another bitwidth starts another.
+  const std::size_t a = stile::read_backend_detail::kDirectAlignment;
+  const std::vector<stile::ShardChoice> all_at_4 = stile::SubmodelPlan::uniform(1, 12, 4).layers[0];
+  CHECK(stile::contiguous_reads(engine.store(), 3, all_at_4, a) == 1);
+  CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{5, 4}, {4, 4}}, a) == 1);
+  CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{0, 4}, {2, 4}}, a) == 2);
+  CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{0, 4}, {1, 32}, {1, 4}}, a) == 2);
+  CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{11, 4}, {0, 32}}, a) == 1);
+  const stile::EngineResult whole_layer = engine.run(engine.tokenizer().encode("x"), stile::SubmodelPlan::uniform(1, 12, 4));
+  CHECK(whole_layer.timeline.layers[0].reads == stile::contiguous_reads(engine.store(), 0, all_at_4, engine.read_alignment()));
+  if (engine.read_alignment() == a) CHECK(whole_layer.timeline.layers[0].reads == 1);
+
   stile::SubmodelPlan bad = stile::SubmodelPlan::uniform(2, 2, 5);
   CHECK_THROWS_WITH(engine.run(engine.tokenizer().encode("x"), bad), Catch::Contains("5 bits is not in the store"));
 
@@ -304,4 +317,38 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   CHECK(engine.preloaded().size() == with_preload.preload.size());
   const stile::EngineResult warm = engine.run(e);
   CHECK(warm.timeline.layers[0].shards_preloaded > 0);
+
+  SECTION("with heads per shape: the shrink picks the most accurate shape, whose head classifies") {
+    // At 30 ms even one layer of twelve 4-bit shards reads for 12 ms; six take 72. Without heads
+    // the planner drops shards one at a time (uneven widths: no head fits); with them it takes
+    // the most accurate shape that is valid. "6x12" scores best but cannot be read in time.
+    engine.set_target_ms(30);
+    engine.set_preload_budget(0);
+    const auto zeros = [] { return std::vector<float>(2 * 384, 0.0f); };
+    stile::HeadsFile heads;
+    heads.num_layers = 6;
+    heads.shards_per_layer = 12;
+    heads.heads["6x12"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {1.0f, 0.0f}}, 0.9, 0.9, {}};
+    heads.heads["1x12"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {0.0f, 1.0f}}, 0.8, 0.8, {}};
+    heads.heads["2x1"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {1.0f, 0.0f}}, 0.7, 0.7, {}};
+    const stile::SubmodelPlan before = engine.plan_for(e.size()).submodel;
+    CHECK(heads.find_for(before) == nullptr);  // dropped shard by shard: uneven widths
+    engine.set_heads(heads);
+    const stile::ElasticPlan shaped = engine.plan_for(e.size());
+    REQUIRE(shaped.layers() == 1);  // 1 x 12 (pass 2 may raise some of its shards to 32 bits)
+    CHECK(shaped.submodel.layers[0].size() == 12);
+    CHECK(shaped.meets_target);
+    const stile::EngineResult c = engine.run(e);
+    CHECK(c.head == "1x12");
+    REQUIRE(c.label.has_value());
+    CHECK(*c.label == 1);
+    const stile::EngineResult none = engine.run(e, stile::SubmodelPlan::uniform(3, 2, 4));
+    CHECK(none.head.empty());  // no "3x2" head: no label
+    CHECK_FALSE(none.label.has_value());
+
+    heads.heads["2x1"].ranking.assign(6, std::vector<std::size_t>{11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0});
+    CHECK_THROWS_WITH(engine.set_heads(heads), Catch::Contains("head \"2x1\" keeps other shards of layer 0"));
+    heads.num_layers = 4;
+    CHECK_THROWS_WITH(engine.set_heads(heads), Catch::Contains("the heads are for a 4 x 12 store"));
+  }
 }

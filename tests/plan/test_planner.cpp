@@ -6,11 +6,13 @@
 #include "stile/plan/planner.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -239,6 +241,14 @@ TEST_CASE("planner: pass 1 and pass 2 on hand-made profiles", "[plan][planner]")
     CHECK(plan.submodel.layers[0] == std::vector<ShardChoice>{{0, 2}, {1, 2}});
     CHECK(plan.submodel.layers[1] == std::vector<ShardChoice>{{1, 4}, {0, 2}});  // ranking from the order
     CHECK(plan.aib_ms[1] == Approx(0).margin(1e-9));
+
+    // An upgrade order of its own (the ablation's random orders): the same submodel, and the same
+    // 10 ms go to the shard it names first, (0, 1).
+    o.upgrade_order = {{0, 1}, {1, 1}, {0, 0}, {1, 0}};
+    const ElasticPlan other = stile::plan_elastic(p, 128, o);
+    CHECK(other.upgrades == 1);
+    CHECK(other.submodel.layers[0] == std::vector<ShardChoice>{{0, 2}, {1, 4}});
+    CHECK(other.submodel.layers[1] == std::vector<ShardChoice>{{1, 2}, {0, 2}});
   }
 }
 
@@ -382,6 +392,35 @@ TEST_CASE("planner: fast compute, slow flash: ours shrinks until the plan is val
     CHECK_FALSE(none.meets_target);
     CHECK_THAT(none.explain, Contains("cannot arrive in time"));
   }
+  SECTION("with the heads' accuracies: the most accurate uniform shape that is valid") {
+    // Uniform n x m at 2 bits: AIB(k) = (20 - n) + k - 4 m (k + 1). Valid: 1 x 4 (AIB(0) = 3),
+    // 2 x 2 (10, 3), n x 1; not 4 x 4 or 4 x 2 (AIB(3) = 19 - 32), nor 2 x 3 (AIB(1) = 19 - 24).
+    std::map<std::pair<std::size_t, std::size_t>, double> table{{{4, 4}, 0.9}, {{4, 2}, 0.85}, {{1, 4}, 0.8},
+                                                                {{2, 2}, 0.78}, {{4, 1}, 0.7}, {{2, 3}, 0.88}};
+    o.shape_accuracy = [&](std::size_t n, std::size_t m) {
+      const auto it = table.find({n, m});
+      return it == table.end() ? std::nan("") : it->second;
+    };
+    const ElasticPlan best = stile::plan_elastic(p, 128, o);
+    CHECK(best.submodel == SubmodelPlan::uniform(1, 4, 2));  // not 4 x 1, which dropping shards gives
+    CHECK(best.dropped_layers == 3);
+    CHECK(best.dropped_shards == 0);
+    CHECK(best.valid);
+    CHECK(best.meets_target);
+    CHECK(best.aib_ms[0] == Approx(3));
+    CHECK(best.upgrades == 0);  // a 4-bit shard would cost 4 ms more than the 3 left
+    CHECK_THAT(best.explain, Contains("shrunk to 1 layers, 4 shards"));
+
+    table.erase({1, 4});  // no head for 1 x 4: not a candidate
+    const ElasticPlan next = stile::plan_elastic(p, 128, o);
+    CHECK(next.submodel == SubmodelPlan::uniform(2, 2, 2));
+    CHECK(next.dropped_layers == 2);
+    CHECK(next.dropped_shards == 4);
+    CHECK(next.meets_target);
+
+    table = {{{4, 4}, 0.9}};  // no valid shape has a head: drop shards as without heads
+    CHECK(stile::plan_elastic(p, 128, o).submodel == plan.submodel);
+  }
   SECTION("the published planner stalls at 4 x 4 x 2 bits") {
     o.shrink = false;
     o.count_slack = false;
@@ -391,6 +430,47 @@ TEST_CASE("planner: fast compute, slow flash: ours shrinks until the plan is val
     CHECK_FALSE(sti.meets_target);
     CHECK(sti.estimated_ms > 20);
   }
+}
+
+TEST_CASE("planner: a layer IO model where versions read together pay one latency", "[plan][planner]") {
+  // T_io = 1 ms + 0.01 ms per byte (200, 400, 3200 bytes at 2, 4, 32 bits): the line through the
+  // profile gives latency 1 ms. One layer of 4 shards, T_comp 1 ms, T = 20 ms: 19 ms of slack.
+  const DeviceProfile p = make_profile({2, 4, 32}, {3, 5, 33}, 1, 4, [](unsigned, std::size_t) { return 1.0; },
+                                       {128}, {200, 400, 3200});
+  const stile::ReadCostLine line = stile::read_cost_line(p);
+  CHECK(line.latency_ms == Approx(1));
+  CHECK(line.ms_per_byte == Approx(0.01));
+  CHECK(stile::estimated_row_read_ms(p, 4096) == Approx(41.96));
+
+  // One request per bitwidth (a store whose versions of one bitwidth are contiguous).
+  const stile::LayerIoTime merged = stile::layer_io_model(p, [](std::size_t, std::span<const ShardChoice> v) {
+    std::set<unsigned> bits;
+    for (const ShardChoice& c : v) bits.insert(c.bits);
+    return bits.size();
+  });
+  const std::vector<ShardChoice> four_at_4{{0, 4}, {1, 4}, {2, 4}, {3, 4}};
+  CHECK(merged(0, four_at_4) == Approx(1 + 4 * 4));
+  CHECK(stile::layer_io_ms(p, {}, 0, four_at_4) == Approx(4 * 5));  // no model: one request each
+
+  PlannerOptions o;
+  o.target_ms = 20;
+  // Per version: 4 bits for all is 20 ms > 19; pass 1 gives 2 bits (12 ms), pass 2 raises three
+  // shards to 4 bits (18 ms).
+  const ElasticPlan separate = stile::plan_elastic(p, 128, o);
+  CHECK(separate.uniform_bits == 2);
+  CHECK(separate.upgrades == 3);
+  // Read together: 4 bits for all is 17 ms; a 32-bit shard would add a request and 32 ms.
+  o.layer_io = merged;
+  const ElasticPlan together = stile::plan_elastic(p, 128, o);
+  CHECK(together.submodel == SubmodelPlan::uniform(1, 4, 4));
+  CHECK(together.upgrades == 0);
+  CHECK(together.aib_ms[0] == Approx(2));
+  CHECK(together.estimated_ms == Approx(18));
+  CHECK(stile::estimate_pipeline(p, together.submodel, 128, 2, {}, merged).io_ms == Approx(17));
+  // The preload's credit is what it saves: reading shard 0 and 1 no more leaves one request of two.
+  const std::set<ShardKey> preloaded{{0, 0, 4}, {0, 1, 4}};
+  CHECK(stile::preload_head_start_ms(p, together.submodel, preloaded, merged) == Approx(17 - 9));
+  CHECK(stile::accumulated_io_budgets(p, together.submodel, 128, preloaded, 0, merged)[0] == Approx(-9));
 }
 
 TEST_CASE("planner: the working-buffer slots: IO cannot run ahead of them", "[plan][planner]") {
@@ -531,6 +611,20 @@ TEST_CASE("planner: degenerate inputs give a defined plan or a clear error", "[p
     CHECK_THROWS_WITH(stile::plan_elastic(bad, 128, o), Contains("one entry per bitwidth"));
     DeviceProfile empty;
     CHECK_THROWS_WITH(stile::plan_elastic(empty, 128, o), Contains("the device profile is empty"));
+  }
+  SECTION("headroom: a share of T kept free; outside [0, 1) refused") {
+    // T = 170 gives 2 x 2 (120 ms of compute, above); with 30% kept free, 119 ms: 2 x 1.
+    o.target_ms = 170;
+    o.headroom = 0.3;
+    const ElasticPlan plan = stile::plan_elastic(p, 128, o);
+    CHECK(plan.compute_layers == 2);
+    CHECK(plan.compute_shards == 1);
+    CHECK_THAT(plan.explain, Contains("target 119.0 ms"));
+    o.headroom = 1;
+    CHECK_THROWS_WITH(stile::plan_elastic(p, 128, o), Contains("headroom must be in [0, 1)"));
+    CHECK_THROWS_WITH(stile::Planner(p, {}, o), Contains("headroom must be in [0, 1)"));
+    o.headroom = -0.1;
+    CHECK_THROWS_WITH(stile::plan_elastic(p, 128, o), Contains("headroom must be in [0, 1)"));
   }
   SECTION("a NaN target") {
     o.target_ms = std::numeric_limits<double>::quiet_NaN();

@@ -5,7 +5,8 @@
 //
 //   {
 //     "format": "stile-heads",                  exactly this
-//     "version": 1,
+//     "version": 2,                             2 added "calibration_accuracy" (version 1 files:
+//                                               run examples/train_heads again)
 //     "store": "minilm.stile",                  the shard store's file name
 //     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
 //     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
@@ -19,6 +20,8 @@
 //
 // Each head: the keys of head_to_json (model/linear_head.hpp: labels, weight, bias) and
 //   "train_accuracy": x                         on its own training rows
+//   "calibration_accuracy": x                   on the split's calibration rows, which no head is
+//                                               fit to: what the planner compares shapes by
 //   "ranking": [[...], ...] or null             the per-layer shard ranking whose top m shards the
 //                                               submodel kept (null: shards 0..m-1; the gold head
 //                                               keeps all shards, so null)
@@ -32,6 +35,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -55,7 +59,7 @@
 namespace stile {
 
 inline constexpr std::string_view kHeadsFormatName = "stile-heads";
-inline constexpr std::uint64_t kHeadsVersion = 1;
+inline constexpr std::uint64_t kHeadsVersion = 2;
 
 // The split a heads file was trained on: Sst2Split and the row count of the train.tsv it split.
 struct RecordedSplit {
@@ -67,6 +71,7 @@ struct RecordedSplit {
 struct StoredHead {
   LinearHead head;
   double train_accuracy = 0;
+  double calibration_accuracy = 0;
   ShardRanking ranking;  // empty: shards 0..m-1 (or the whole model)
 };
 
@@ -220,11 +225,43 @@ struct HeadsFile {
     return it->second;
   }
 
+  // The head of `plan`'s shape: "<n>x<m>" when each of its n layers has m shards (the whole model
+  // falls back to "gold"); null when the file has none, or when the widths are uneven (no head is
+  // trained on such a submodel). `key`, when given, receives the key used.
+  const StoredHead* find_for(const SubmodelPlan& plan, std::string* key = nullptr) const {
+    if (plan.layers.empty()) return nullptr;
+    const std::size_t m = plan.layers.front().size();
+    for (const auto& layer : plan.layers) {
+      if (layer.size() != m) return nullptr;
+    }
+    std::string k = shape_key(plan.layers.size(), m);
+    auto it = heads.find(k);
+    if (it == heads.end() && plan.layers.size() == num_layers && m == shards_per_layer) it = heads.find(k = "gold");
+    if (it == heads.end()) return nullptr;
+    if (key) *key = k;
+    return &it->second;
+  }
+
+  // The calibration accuracy of each n x m shape's head, NaN where there is none: what
+  // PlannerOptions::shape_accuracy takes.
+  std::function<double(std::size_t, std::size_t)> shape_accuracy() const {
+    std::map<std::pair<std::size_t, std::size_t>, double> table;
+    for (const auto& [key, h] : heads) {
+      std::size_t n = 0, m = 0;
+      if (parse_shape_key(key, n, m)) table[{n, m}] = h.calibration_accuracy;
+    }
+    return [table = std::move(table)](std::size_t n, std::size_t m) {
+      const auto it = table.find({n, m});
+      return it == table.end() ? std::nan("") : it->second;
+    };
+  }
+
   nlohmann::json to_json() const {
     nlohmann::json hs = nlohmann::json::object();
     for (const auto& [key, h] : heads) {
       nlohmann::json j = head_to_json(h.head);
       j["train_accuracy"] = h.train_accuracy;
+      j["calibration_accuracy"] = h.calibration_accuracy;
       j["ranking"] = h.ranking.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.ranking);
       hs[key] = std::move(j);
     }
@@ -248,7 +285,8 @@ struct HeadsFile {
     }
     const std::uint64_t version = d::whole(d::member(j, "version", "", file), "\"version\"", file);
     if (version != kHeadsVersion) {
-      d::fail(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion, ")");
+      d::fail(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion,
+              "; examples/train_heads writes it)");
     }
     HeadsFile h;
     const nlohmann::json& store = d::member(j, "store", "", file);
@@ -280,20 +318,25 @@ struct HeadsFile {
       if (!value.is_object()) io_detail::fail_in_file(file, where, ": must be a JSON object");
       nlohmann::json core = value;
       StoredHead stored;
-      const auto acc = core.find("train_accuracy");
-      if (acc == core.end()) io_detail::fail_in_file(file, where, ": missing \"train_accuracy\"");
-      if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
-        io_detail::fail_in_file(file, where, ": \"train_accuracy\" must be a number in [0, 1], got ",
-                                io_detail::json_excerpt(*acc));
-      }
-      stored.train_accuracy = acc->get<double>();
+      auto accuracy = [&](const char* name) {
+        const auto acc = core.find(name);
+        if (acc == core.end()) io_detail::fail_in_file(file, where, ": missing \"", std::string_view(name), "\"");
+        if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
+          io_detail::fail_in_file(file, where, ": \"", std::string_view(name), "\" must be a number in [0, 1], got ",
+                                  io_detail::json_excerpt(*acc));
+        }
+        const double v = acc->get<double>();
+        core.erase(acc);
+        return v;
+      };
+      stored.train_accuracy = accuracy("train_accuracy");
+      stored.calibration_accuracy = accuracy("calibration_accuracy");
       const auto ranking = core.find("ranking");
       if (ranking == core.end()) io_detail::fail_in_file(file, where, ": missing \"ranking\" (null for none)");
       if (!ranking->is_null()) {
         stored.ranking = ranking_from_json(*ranking, h.num_layers, h.shards_per_layer,
                                            io_detail::concat(where, ": \"ranking\""), file);
       }
-      core.erase("train_accuracy");
       core.erase("ranking");
       stored.head = head_from_json(core, file, where);
       if (hidden == 0) hidden = stored.head.hidden();

@@ -8,7 +8,8 @@
 //   ...         sections, each starting at a multiple of 4096 (O_DIRECT reads) and padded to it:
 //               the vocabulary text, the word-embedding table (fp32, row-addressable) and its
 //               per-row checksum table, the other embeddings, then layer by layer the shard
-//               versions (shard by shard, bits increasing) and the layer's resident block
+//               versions (bits increasing, and within a bitwidth shard by shard: a layer at
+//               one bitwidth is one contiguous read) and the layer's resident block
 //   [m, end)    the manifest: JSON describing every section (offset, size, checksum) and every
 //               shard version (bits, dictionary, outlier counts), plus the model's config.json
 //
@@ -1341,14 +1342,17 @@ class ShardStoreWriter {
       }
       for (std::size_t i = 0; i < shards[s].size(); ++i) check_version(shards[s][i], layer, s, i);
     }
-    // Everything is valid: write the layer's shards (shard by shard, bits increasing), then its
-    // resident block.
+    // Everything is valid: write the layer's versions grouped by bitwidth (every shard at the
+    // lowest bitwidth, shard order, then every shard at the next), then its resident block. A
+    // layer streamed at one bitwidth is then one contiguous read (one request's latency instead
+    // of one per shard: 0.3 ms each on eMMC).
     ShardStoreManifest::Layer entry;
-    entry.shards.resize(shards.size());
-    for (std::size_t s = 0; s < shards.size(); ++s) {
-      for (const Version& v : shards[s]) {
+    entry.shards.resize(shards.size(), std::vector<ShardVersionInfo>(m_.bits.size()));
+    for (std::size_t i = 0; i < m_.bits.size(); ++i) {
+      for (std::size_t s = 0; s < shards.size(); ++s) {
+        const Version& v = shards[s][i];
         const Section sec = write_section(v.blob.bytes());
-        entry.shards[s].push_back(ShardVersionInfo{v.bits, sec.offset, sec.size, sec.checksum, v.dictionary, v.outliers});
+        entry.shards[s][i] = ShardVersionInfo{v.bits, sec.offset, sec.size, sec.checksum, v.dictionary, v.outliers};
       }
     }
     std::vector<float> block;

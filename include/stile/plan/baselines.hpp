@@ -6,6 +6,8 @@
 //   Load&Exec        the submodel read whole at 32 bits, then run: n*m*T_io(32) + n*T_comp(32, m).
 //   StdPL-X          the layer pipeline, every shard at X bits, no preload: estimate_pipeline with
 //                    2 working-buffer slots.
+//   (Load&Exec and StdPL-X take the same layer IO model as the planner, when given: a layer's
+//   versions read together cost one latency per contiguous run.)
 //   PreloadModel-X   the whole model held in memory at X bits, compute only: n*T_comp(X, m).
 //
 // Shards per layer: the m most important by the ranking (empty: shards 0..m-1). When not even
@@ -56,21 +58,22 @@ BaselinePlan largest_fitting(std::string name, const DeviceProfile& profile, dou
 }  // namespace baseline_detail
 
 inline BaselinePlan plan_load_and_exec(const DeviceProfile& profile, std::size_t tokens, double target_ms,
-                                       const ShardRanking& ranking = {}) {
+                                       const ShardRanking& ranking = {}, const LayerIoTime& layer_io = {}) {
   return baseline_detail::largest_fitting("Load&Exec", profile, target_ms, 32, ranking, [&](const SubmodelPlan& p) {
     double t = 0;
-    for (const auto& layer : p.layers) {
-      t += static_cast<double>(layer.size()) * profile.io_ms_at(32) + profile.compute_ms_at(32, tokens, layer.size());
+    for (std::size_t k = 0; k < p.layers.size(); ++k) {
+      t += layer_io_ms(profile, layer_io, k, p.layers[k]) + profile.compute_ms_at(32, tokens, p.layers[k].size());
     }
     return t;
   });
 }
 
 inline BaselinePlan plan_std_pipeline(const DeviceProfile& profile, std::size_t tokens, double target_ms,
-                                      unsigned bits, const ShardRanking& ranking = {}) {
+                                      unsigned bits, const ShardRanking& ranking = {},
+                                      const LayerIoTime& layer_io = {}) {
   return baseline_detail::largest_fitting("StdPL-" + std::to_string(bits), profile, target_ms, bits, ranking,
                                           [&](const SubmodelPlan& p) {
-                                            return estimate_pipeline(profile, p, tokens, 2).total_ms;
+                                            return estimate_pipeline(profile, p, tokens, 2, {}, layer_io).total_ms;
                                           });
 }
 

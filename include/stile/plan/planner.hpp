@@ -3,7 +3,8 @@
 // request length bucket, which submodel to run (n layers, m shards each) and at which bitwidth
 // each shard streams, so that compute plus the IO the pipeline cannot hide fit the target T.
 //
-// Times come from the DeviceProfile: T_io(b) = io_ms_at(b) for one shard version; T_comp(k) =
+// Times come from the DeviceProfile: T_io(b) = io_ms_at(b) for one shard version (or, with
+// PlannerOptions::layer_io, a layer's IO time for its versions read together); T_comp(k) =
 // compute_ms_at(b, tokens, m_k) for layer k with m_k shards, at the bitwidth of its widest shard
 // (as estimate_pipeline: one layer's compute is profiled at one bitwidth, the slowest decode).
 //
@@ -43,12 +44,24 @@
 //    among those it has) and retry; when that shard is its layer's only one, the last layer goes
 //    instead (a layer needs a shard). Down to 1 x 1; if that is still invalid: lowest bits,
 //    meets_target = false. ElasticPlan::dropped_shards / dropped_layers report it.
+//    With PlannerOptions::shape_accuracy (the heads' calibration accuracies), the shrink instead
+//    tries the uniform shapes n x m whose compute fits, most accurate first (ties: more shards,
+//    then deeper), and keeps the first that pass 1 makes valid. Dropping one shard at a time
+//    leaves layers of uneven widths, which no head was trained on, and it trims width before
+//    depth; on all-MiniLM-L6-v2 (SST-2 dev, heads per shape, 4-bit shards) 4 x 12 scores 80.5%
+//    where 6 x 8 scores 77.9% for the same 48 shards (docs/sst2_eval.md).
 //  - check_pipeline: valid also needs the replayed pipeline (estimate_pipeline with `slots`
 //    working-buffer slots, the engine's) to end by T. The AIB model lets IO run any number of
 //    layers ahead (with the slack counted it is exactly the pipeline with unlimited slots); the
 //    engine's IO of layer k waits for compute of layer k - slots, so the IO lane idles while
 //    preloaded layers compute. Without this check, plans with two or three layers preloaded
 //    passed the AIB test and overran T by 5-20% in the replay (a MiniLM-shaped profile).
+//  Off by default, given by the engine:
+//  - layer_io: a layer's IO as the engine reads it (one request latency per contiguous run of
+//    versions, pipeline_estimate.hpp), not one per version: a MiniLM layer at one bitwidth is one
+//    read of 12.5 ms on emulated eMMC, not twelve of 17.0 ms together.
+//  - headroom: a share of T kept free (the engine: 5%), since profiled times are medians.
+//  - shape_accuracy: the shrink by heads' calibration accuracy (above).
 //  Pass 1 tries uniform bitwidths only (as published): where compute time depends on the bits, a
 //  mixed assignment can fit where no uniform one does; the planner then shrinks instead.
 //
@@ -129,9 +142,21 @@ struct PlannerOptions {
   // The exact bytes of a store's version, for fitting the preload budget (the engine passes the
   // store's); empty: the profile's mean bytes of one version at that bitwidth, rounded up.
   std::function<std::size_t(const ShardKey&)> version_bytes;
+  // Ours: the accuracy of each uniform n x m submodel (the calibration accuracy of its head,
+  // HeadsFile::shape_accuracy; NaN: no head, not a candidate). Given, the shrink takes the most
+  // accurate shape that fits instead of dropping shards one at a time (see the top).
+  std::function<double(std::size_t layers, std::size_t shards)> shape_accuracy;
+  // Pass 2's order; empty: the importance order. For ablations (random orders).
+  ImportanceOrder upgrade_order;
+  // A layer's IO time (pipeline_estimate.hpp's layer_io_model: the engine's, one latency per
+  // contiguous read); empty: each version its T_io.
+  LayerIoTime layer_io;
   // Time per request token spent outside the layers, taken off T before planning (the engine
   // reads each token's word-embedding row from storage first: estimated_row_read_ms()). 0: none.
   double per_token_ms = 0;
+  // The share of T kept free (0..1): profiled times are medians, and a plan that fits T exactly
+  // overruns it on the slower half of requests. The engine keeps 5% (EngineOptions).
+  double headroom = 0;
 };
 
 // Stage 1's answer.
@@ -263,30 +288,30 @@ inline double sum(const std::vector<double>& v) {
 
 }  // namespace planner_detail
 
-// The IO time the preload saves this plan: T_io of each preloaded version the plan uses (a
-// version it does not use saves it nothing).
+// The IO time the preload saves this plan: per layer, reading all its versions less reading the
+// ones not preloaded (a preloaded version the plan does not use saves it nothing).
 inline double preload_head_start_ms(const DeviceProfile& profile, const SubmodelPlan& plan,
-                                    const std::set<ShardKey>& preloaded) {
+                                    const std::set<ShardKey>& preloaded, const LayerIoTime& layer_io = {}) {
   double t = 0;
   for (std::size_t k = 0; k < plan.layers.size(); ++k) {
-    for (const ShardChoice& c : plan.layers[k]) {
-      if (preloaded.count({k, c.shard, c.bits}) != 0) t += profile.io_ms_at(c.bits);
-    }
+    t += layer_io_ms(profile, layer_io, k, plan.layers[k]) -
+         layer_io_ms(profile, layer_io, k, versions_to_read(plan.layers[k], k, preloaded));
   }
   return t;
 }
 
 // AIB(0..n-1) after every debit (see the top): AIB(0) = head_start_ms + the preload's IO time,
-// AIB(k) = AIB(k-1) + T_comp(k-1), each chosen version of layer k debited from k on.
+// AIB(k) = AIB(k-1) + T_comp(k-1), each chosen version of layer k debited from k on (with a
+// layer IO model, the layer's IO time for all its versions).
 inline std::vector<double> accumulated_io_budgets(const DeviceProfile& profile, const SubmodelPlan& plan,
                                                   std::size_t tokens, const std::set<ShardKey>& preloaded,
-                                                  double head_start_ms = 0) {
+                                                  double head_start_ms = 0, const LayerIoTime& layer_io = {}) {
   const std::vector<double> compute = planner_detail::layer_compute_ms(profile, plan, tokens);
   std::vector<double> aib(plan.layers.size());
-  double credit = head_start_ms + preload_head_start_ms(profile, plan, preloaded), debit = 0;
+  double credit = head_start_ms + preload_head_start_ms(profile, plan, preloaded, layer_io), debit = 0;
   for (std::size_t k = 0; k < plan.layers.size(); ++k) {
     if (k > 0) credit += compute[k - 1];
-    for (const ShardChoice& c : plan.layers[k]) debit += profile.io_ms_at(c.bits);
+    debit += layer_io_ms(profile, layer_io, k, plan.layers[k]);
     aib[k] = credit - debit;
   }
   return aib;
@@ -349,16 +374,17 @@ struct Context {
   unsigned floor_bits;
   std::size_t budget_bytes;
   const std::function<std::size_t(const ShardKey&)>& exact_bytes;
+  const LayerIoTime& layer_io;
 
   double head_start(const SubmodelPlan& plan) const {
     if (!count_slack || target_ms <= 0) return 0;
     return std::max(0.0, target_ms - sum(layer_compute_ms(profile, plan, tokens)));
   }
   std::vector<double> budgets(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    return accumulated_io_budgets(profile, plan, tokens, preload, head_start(plan));
+    return accumulated_io_budgets(profile, plan, tokens, preload, head_start(plan), layer_io);
   }
   double estimate(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    return estimate_pipeline(profile, plan, tokens, slots, preload).total_ms;
+    return estimate_pipeline(profile, plan, tokens, slots, preload, layer_io).total_ms;
   }
   bool valid(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
     if (!budgets_valid(budgets(plan, preload))) return false;
@@ -429,6 +455,34 @@ inline void drop_least_important(SubmodelPlan& plan, const ImportanceOrder& orde
   }
 }
 
+// The uniform shapes whose compute fits T and that have an accuracy, most accurate first (ties:
+// more shards, then deeper).
+inline std::vector<std::pair<std::size_t, std::size_t>> shapes_by_accuracy(
+    const DeviceProfile& profile, std::size_t tokens, double target_ms,
+    const std::function<double(std::size_t, std::size_t)>& accuracy) {
+  struct Shape {
+    double accuracy;
+    std::size_t n, m;
+  };
+  std::vector<Shape> shapes;
+  for (std::size_t n = 1; n <= profile.num_layers; ++n) {
+    for (std::size_t m = 1; m <= profile.shards_per_layer; ++m) {
+      const double a = accuracy(n, m);
+      if (std::isnan(a)) continue;
+      if (static_cast<double>(n) * conservative_layer_ms(profile, tokens, m) > target_ms + kBudgetToleranceMs) continue;
+      shapes.push_back({a, n, m});
+    }
+  }
+  std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& a, const Shape& b) {
+    if (a.accuracy != b.accuracy) return a.accuracy > b.accuracy;
+    if (a.n * a.m != b.n * b.m) return a.n * a.m > b.n * b.m;
+    return a.n > b.n;
+  });
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const Shape& s : shapes) out.emplace_back(s.n, s.m);
+  return out;
+}
+
 }  // namespace planner_detail
 
 // Plans one request length (see the top). `ranking`: per layer, shards from most to least
@@ -439,6 +493,7 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   d::check_profile(profile);
   require(!std::isnan(options.target_ms), "planner: the latency target is NaN");
   require(options.slots >= 1, "planner: the pipeline needs at least one working-buffer slot");
+  require(options.headroom >= 0 && options.headroom < 1, "planner: the headroom must be in [0, 1)");
   const d::Importance imp = d::checked_importance(profile, ranking, options.importance);
   const unsigned lowest = options.min_bits == 0 ? profile.bits.front() : options.min_bits, highest = profile.bits.back();
   (void)d::bits_index(profile, lowest);  // a clear error when the profile lacks min_bits
@@ -447,11 +502,13 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
 
   ElasticPlan out;
   out.length_bucket = profile.length_bucket(tokens);
-  // What the layers may take: T less the per-token work before them, for the bucket's longest
-  // request (a target that leaves nothing is still a target: the smallest plan, meets_target false).
+  // What the layers may take: T less its headroom and the per-token work before them, for the
+  // bucket's longest request (a target that leaves nothing is still a target: the smallest plan,
+  // meets_target false).
   const double T = options.target_ms <= 0
                        ? options.target_ms
-                       : std::max(1e-6, options.target_ms - static_cast<double>(out.length_bucket) * options.per_token_ms);
+                       : std::max(1e-6, options.target_ms * (1 - options.headroom) -
+                                            static_cast<double>(out.length_bucket) * options.per_token_ms);
   const bool has_target = T > 0;
   // With no target, preloaded shards are at the highest bitwidth like the rest (nothing to trade).
   const d::Context ctx{profile,
@@ -463,7 +520,8 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
                        has_target ? preload_bits : highest,
                        lowest,
                        options.preload_budget_bytes,
-                       options.version_bytes};
+                       options.version_bytes,
+                       options.layer_io};
   out.preload_bits = ctx.preload_bits;
 
   const ComputePlan cp = plan_compute(profile, tokens, T);
@@ -477,15 +535,29 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
     out.uniform_bits = highest;
     how = "no target: the whole model at " + std::to_string(highest) + " bits";
   } else {
-    for (;;) {
+    preload = ctx.preload_of(plan, preload_bits);
+    out.uniform_bits = ctx.pass1(plan, preload);
+    if (out.uniform_bits == 0 && options.shrink && options.shape_accuracy) {
+      for (const auto& [n, m] : d::shapes_by_accuracy(profile, tokens, T, options.shape_accuracy)) {
+        SubmodelPlan candidate = SubmodelPlan::uniform(n, m, highest, imp.ranking);
+        std::set<ShardKey> candidate_preload = ctx.preload_of(candidate, preload_bits);
+        const unsigned bits = ctx.pass1(candidate, candidate_preload);
+        if (bits == 0) continue;
+        out.uniform_bits = bits;
+        out.dropped_layers = cp.layers > n ? cp.layers - n : 0;
+        out.dropped_shards = cp.shards > m ? n * (cp.shards - m) : 0;
+        plan = std::move(candidate);
+        preload = std::move(candidate_preload);
+        break;
+      }
+    }
+    while (out.uniform_bits == 0 && options.shrink && (plan.layers.size() > 1 || plan.layers[0].size() > 1)) {
+      d::drop_least_important(plan, imp.order, out);
       preload = ctx.preload_of(plan, preload_bits);
       out.uniform_bits = ctx.pass1(plan, preload);
-      if (out.uniform_bits != 0) break;
-      if (!options.shrink || (plan.layers.size() == 1 && plan.layers[0].size() == 1)) break;
-      d::drop_least_important(plan, imp.order, out);
     }
     if (out.uniform_bits != 0) {
-      out.upgrades = ctx.pass2(plan, preload, imp.order);
+      out.upgrades = ctx.pass2(plan, preload, options.upgrade_order.empty() ? imp.order : options.upgrade_order);
       how = io_detail::concat("pass 1: ", out.uniform_bits, " bits; pass 2: ", out.upgrades, " shards raised");
     } else {
       out.uniform_bits = lowest;
@@ -526,6 +598,7 @@ class Planner {
     // the first request.
     planner_detail::check_profile(profile_);
     require(!std::isnan(options_.target_ms), "planner: the latency target is NaN");
+    require(options_.headroom >= 0 && options_.headroom < 1, "planner: the headroom must be in [0, 1)");
     (void)planner_detail::checked_importance(profile_, ranking_, options_.importance);
     if (options_.preload_bits != 0) (void)planner_detail::bits_index(profile_, options_.preload_bits);
   }
@@ -550,6 +623,11 @@ class Planner {
   void set_preload_budget(std::size_t bytes) {
     if (bytes == options_.preload_budget_bytes) return;
     options_.preload_budget_bytes = bytes;
+    cache_.clear();
+  }
+
+  void set_shape_accuracy(std::function<double(std::size_t, std::size_t)> accuracy) {
+    options_.shape_accuracy = std::move(accuracy);
     cache_.clear();
   }
 
