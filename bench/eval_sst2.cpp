@@ -10,14 +10,15 @@
 // Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
 // STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
 // (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
-//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB (one row per P given),
-//                      keeping --headroom of T free (the engine's default, 5%)
+//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB (one row per P given)
+// Every method keeps --headroom of T free (the engine's default, 5%) and takes the time of the
+// request's word-row reads off T.
 //   Load&Exec          the submodel at 32 bits read whole, then run; load + compute fits T
 //   StdPL-X            the layer pipeline, every shard at X bits, no preload, X in {2, 6, 32}
 //   PreloadModel-X     the whole submodel in memory at X bits, compute only, X in {6, 32}
 //   gold               the full model at 32 bits, in memory, no deadline
 // Accuracy depends only on the plan: it is computed in memory for all 872 dev sentences (each
-// sentence planned for its length bucket; the head of the plan's n x m shape from the heads file;
+// sentence planned for its length bucket and the word rows it reads; the head of the plan's n x m shape from the heads file;
 // gold: the gold head). Ours compares shapes by the heads' calibration accuracies (train.tsv rows,
 // never dev) when it must shrink. Latency is measured through the pipeline: --runs requests
 // (the first dev sentences) on one engine per method and target, after one request that fills
@@ -77,10 +78,10 @@ std::size_t shard_count(const stile::SubmodelPlan& p) {
   return n;
 }
 
-// A method: its plan for a request length at target T, and how the engine runs it.
+// A method: its plan for a request at target T, and how the engine runs it.
 struct Method {
   std::string name;
-  std::function<stile::SubmodelPlan(std::size_t tokens, double target_ms)> plan;
+  std::function<stile::SubmodelPlan(const stile::Encoding& request, double target_ms)> plan;
   std::size_t preload_bytes = 0;  // the engine's preload budget (whole plan: PreloadModel, gold)
   bool preload_whole_plan = false;
   stile::PipelineMode mode = stile::PipelineMode::pipelined;
@@ -103,7 +104,7 @@ struct Context {
 // Accuracy of `method` at T on all of dev: sentences grouped by plan, each group run in memory.
 double accuracy(const Context& c, const Method& m, double target_ms, std::size_t& layers_out, std::size_t& shards_out) {
   std::map<std::vector<std::vector<stile::ShardChoice>>, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < c.dev.size(); ++i) groups[m.plan(c.dev[i].size(), target_ms).layers].push_back(i);
+  for (std::size_t i = 0; i < c.dev.size(); ++i) groups[m.plan(c.dev[i], target_ms).layers].push_back(i);
   std::size_t correct = 0, most = 0;
   for (const auto& [layers, rows] : groups) {
     const stile::SubmodelPlan plan{layers};
@@ -138,7 +139,7 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
   options.mode = m.mode;
   options.ranking = c.importance->ranking;
   std::vector<stile::SubmodelPlan> plans;
-  for (std::size_t i = 0; i < runs; ++i) plans.push_back(m.plan(c.dev[i].size(), target_ms));
+  for (std::size_t i = 0; i < runs; ++i) plans.push_back(m.plan(c.dev[i], target_ms));
   options.preload_bytes = m.preload_bytes;
   if (m.preload_whole_plan) {
     std::size_t bytes = 0;  // the largest plan of the runs, whole
@@ -229,11 +230,13 @@ int main(int argc, char** argv) {
     for (const std::string& s : dev_rows.sentences) c.dev.push_back(tokenizer.encode(s));
     stile::require(runs <= c.dev.size(), "eval_sst2: --runs is larger than dev");
 
-    // Every method gets the same budget for its layers: T less the word-row reads before them
-    // (one 4 KiB block per token of the length bucket, estimated from the profile).
+    // Every method gets the same budget for its layers: T less the headroom and the word-row reads
+    // before them (one 4 KiB block per distinct token of the request, estimated from the profile).
+    // The planner takes these off T itself; the baselines are given what is left.
     const double row_ms = stile::estimated_row_read_ms(profile, 4096);
-    const auto layers_ms = [&](std::size_t tokens, double t) {
-      return std::max(1e-6, t - static_cast<double>(profile.length_bucket(tokens)) * row_ms);
+    const auto rows_of = [](const stile::Encoding& e) { return stile::distinct_tokens(e.input_ids); };
+    const auto layers_ms = [&](const stile::Encoding& e, double t) {
+      return std::max(1e-6, t * (1 - headroom) - static_cast<double>(rows_of(e)) * row_ms);
     };
     // Every plan is costed with the engine's reads: versions next to each other in the file in one
     // O_DIRECT request (one latency per contiguous run).
@@ -243,7 +246,7 @@ int main(int argc, char** argv) {
     const auto exact = [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); };
     const auto shape_accuracy = heads.shape_accuracy();
     auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
-      return [&, budget, upgrade_order](std::size_t tokens, double t) {
+      return [&, budget, upgrade_order](const stile::Encoding& e, double t) {
         stile::PlannerOptions o;
         o.target_ms = t;
         o.preload_budget_bytes = budget;
@@ -252,11 +255,11 @@ int main(int argc, char** argv) {
         o.upgrade_order = upgrade_order;
         if (with_accuracy) o.shape_accuracy = shape_accuracy;
         o.slots = 2;
-        o.per_token_ms = row_ms;
+        o.row_read_ms = row_ms;
         o.min_bits = min_bits;
         o.layer_io = layer_io;
         o.headroom = headroom;
-        return stile::plan_elastic(profile, tokens, o, importance.ranking).submodel;
+        return stile::plan_elastic(profile, e.size(), o, importance.ranking, rows_of(e)).submodel;
       };
     };
     const stile::ShardRanking& ranking = importance.ranking;
@@ -267,25 +270,25 @@ int main(int argc, char** argv) {
       methods.push_back({fmt::format("ours-{:.0f}K", kb), ours(bytes), bytes, false});
     }
     methods.push_back({"Load&Exec",
-                       [&](std::size_t n, double t) { return stile::plan_load_and_exec(profile, n, layers_ms(n, t), ranking, layer_io).submodel; },
+                       [&](const stile::Encoding& e, double t) { return stile::plan_load_and_exec(profile, e.size(), layers_ms(e, t), ranking, layer_io).submodel; },
                        0, false, stile::PipelineMode::load_then_execute});
     for (const unsigned x : {2u, 6u, 32u}) {
       methods.push_back({fmt::format("StdPL-{}", x),
-                         [&, x](std::size_t n, double t) { return stile::plan_std_pipeline(profile, n, layers_ms(n, t), x, ranking, layer_io).submodel; },
+                         [&, x](const stile::Encoding& e, double t) { return stile::plan_std_pipeline(profile, e.size(), layers_ms(e, t), x, ranking, layer_io).submodel; },
                          0, false});
     }
     for (const unsigned x : {6u, 32u}) {
       methods.push_back({fmt::format("PreloadModel-{}", x),
-                         [&, x](std::size_t n, double t) { return stile::plan_preload_model(profile, n, layers_ms(n, t), x, ranking).submodel; },
+                         [&, x](const stile::Encoding& e, double t) { return stile::plan_preload_model(profile, e.size(), layers_ms(e, t), x, ranking).submodel; },
                          0, true});
     }
-    Method gold{"gold", [&](std::size_t, double) {
+    Method gold{"gold", [&](const stile::Encoding&, double) {
                   return stile::SubmodelPlan::uniform(store.num_layers(), store.shards_per_layer(), 32);
                 }, 0, true};
     gold.deadline = false;
 
     fmt::print("machine: {}; stile target {}\nstore {} ({}), storage {} (emulated: the real bytes read, delays "
-               "added), profile {} (made {}); word-row read estimate {:.2f} ms per token\nSST-2 dev: {} sentences; latency: {} requests per method and target "
+               "added), profile {} (made {}); word-row read estimate {:.2f} ms per distinct token\nSST-2 dev: {} sentences; latency: {} requests per method and target "
                "(median, p95, share <= T)\n\n",
                stile::bench::machine_description(), stile::active_target_name(), store_path.string(),
                stile::bench::cpu_model(), storage, profile_path.string(), profile.machine.value("date", "?"), row_ms,
@@ -308,7 +311,7 @@ int main(int argc, char** argv) {
         std::size_t layers = 0, shards = 0;
         const double acc = with_accuracy ? accuracy(c, m, t, layers, shards) : NAN;
         if (!with_accuracy) {  // the shape of the first request's plan
-          const stile::SubmodelPlan p = m.plan(c.dev[0].size(), t);
+          const stile::SubmodelPlan p = m.plan(c.dev[0], t);
           layers = p.layers.size();
           shards = shard_count(p);
         }

@@ -112,6 +112,13 @@ inline std::size_t contiguous_reads(const ShardStore& store, std::size_t layer, 
   return runs;
 }
 
+// The word-embedding rows a request of these token ids reads: one per distinct id.
+inline std::size_t distinct_tokens(std::span<const std::int32_t> ids) {
+  std::vector<std::int32_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+}
+
 class Engine {
  public:
   Engine(const std::filesystem::path& store_path, EngineOptions options = {},
@@ -139,8 +146,8 @@ class Engine {
       planner.layer_io = layer_io_model(*profile, [this](std::size_t l, std::span<const ShardChoice> v) {
         return contiguous_reads(store_, l, v, read_alignment());
       });
-      // A request first reads its tokens' word-embedding rows: one aligned block each.
-      planner.per_token_ms = estimated_row_read_ms(*profile, static_cast<double>(backend_->alignment() > 1
+      // A request first reads its distinct tokens' word-embedding rows: one aligned block each.
+      planner.row_read_ms = estimated_row_read_ms(*profile, static_cast<double>(backend_->alignment() > 1
                                                                                      ? backend_->alignment()
                                                                                      : config().hidden * sizeof(float)));
       planner_.emplace(std::move(*profile), options_.ranking, planner);
@@ -235,19 +242,20 @@ class Engine {
     return working_bytes();
   }
 
-  // The plan for a request of `tokens` tokens: the two-stage planner's (cached per length bucket;
-  // replanned when the target or the preload budget changes). Without a device profile: the whole
-  // model at the highest stored bitwidth (a latency target then is an error).
-  ElasticPlan plan_for(std::size_t tokens) {
+  // The plan for a request of `tokens` tokens reading `word_rows` word-embedding rows (unknown:
+  // the length bucket's): the two-stage planner's (cached per bucket and rows; replanned when the
+  // target or the preload budget changes). Without a device profile: the whole model at the
+  // highest stored bitwidth (a latency target then is an error).
+  ElasticPlan plan_for(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return plan_locked(tokens);
+    return plan_locked(tokens, word_rows);
   }
 
   EngineResult run(std::string_view text) { return run(tokenizer_.encode(text)); }
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    const ElasticPlan planned = plan_locked(len);
+    const ElasticPlan planned = plan_locked(len, distinct_tokens(std::span(tokens.input_ids).first(len)));
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
@@ -263,10 +271,11 @@ class Engine {
   }
 
   // Reads what the preload buffer should hold and is missing, now (before the first request, say),
-  // through the same backend: for the planner's plan of a `tokens`-token request, or for `plan`.
-  void preload_now(std::size_t tokens) {
+  // through the same backend: for the planner's plan of a `tokens`-token request (reading
+  // `word_rows` word rows; unknown: the bucket's length), or for `plan`.
+  void preload_now(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const ElasticPlan planned = plan_locked(tokens);
+    const ElasticPlan planned = plan_locked(tokens, word_rows);
     fill_preload(planned.submodel, planned.preload);
   }
   void preload_now(const SubmodelPlan& plan) {
@@ -309,8 +318,8 @@ class Engine {
     require(p.bits == store_.bits(), where + " has other bitwidths than the store " + store_.name());
   }
 
-  ElasticPlan plan_locked(std::size_t tokens) {
-    if (planner_) return planner_->plan(tokens);
+  ElasticPlan plan_locked(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
+    if (planner_) return planner_->plan(tokens, word_rows);
     require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
     ElasticPlan whole;
     whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),

@@ -547,6 +547,38 @@ TEST_CASE("planner: plans are cached per length bucket; a new target or budget r
   CHECK_THAT(third.explain, Contains("target 30.0 ms"));
 }
 
+TEST_CASE("planner: the word rows a request reads come off T; plans are cached per bucket and rows", "[plan][planner]") {
+  // 2 x 2, T_comp 10 ms, IO 5/10/20 ms per shard at 2/4/32 bits, 1 ms per word row, T = 60 ms.
+  const DeviceProfile p = make_profile({2, 4, 32}, {5, 10, 20}, 2, 2, [](unsigned, std::size_t) { return 10.0; },
+                                       {16, 128});
+  PlannerOptions o;
+  o.target_ms = 60;
+  o.row_read_ms = 1;
+  stile::Planner planner(p, {}, o);
+
+  // Unknown rows: the bucket's 16, so 44 ms for the layers; head start 44 - 20 = 24. At 4 bits
+  // AIB(1) = (24 - 20) + 10 - 20 = -6; at 2 bits both budgets are 14: pass 1 gives 2 bits.
+  const ElasticPlan bucket = planner.plan(12);
+  CHECK(bucket.word_rows == 16);
+  CHECK(bucket.uniform_bits == 2);
+  CHECK_THAT(bucket.explain, Contains("target 44.0 ms for the layers (16 word rows read first)"));
+  CHECK(planner.plan(12, 16).explain == bucket.explain);
+  CHECK(planner.plans_made() == 1);  // the same bucket and rows: cached
+
+  // No rows: 60 ms for the layers; head start 40; at 32 bits AIB(1) = 0 + 10 - 40 = -30, at 4
+  // bits AIB = 20, 10: pass 1 gives 4 bits. Pass 2 raises layer 0's shard 0 to 32 bits (AIB 10,
+  // 0; the replay ends at exactly 60 ms), and nothing after it fits.
+  const ElasticPlan none = planner.plan(12, 0);
+  CHECK(none.word_rows == 0);
+  CHECK(none.uniform_bits == 4);
+  CHECK(none.upgrades == 1);
+  CHECK(none.submodel.layers[0][0].bits == 32);
+  CHECK(none.estimated_ms == Approx(60));
+  CHECK_THAT(none.explain, Contains("target 60.0 ms for the layers (0 word rows read first)"));
+  CHECK(planner.plans_made() == 2);
+  CHECK(planner.cached_plans() == 2);
+}
+
 TEST_CASE("planner: degenerate inputs give a defined plan or a clear error", "[plan][planner]") {
   const DeviceProfile p = make_profile({2, 4, 32}, {10, 20, 30}, 3, 2, [](unsigned, std::size_t m) {
     return 40.0 + 10.0 * static_cast<double>(m);
