@@ -5,12 +5,14 @@
 //   eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] [--preload-kb 1024,2048]
 //             [--sst2 DIR] [--json out.json] [--sweep-target MS] [--ablation-target MS]
 //             [--ablation-seeds 5] [--min-bits 4]
-//             [--headroom 0.05] [--latency-only]
+//             [--headroom 0.05] [--word-cache-kb 0] [--latency-only]
 //
 // Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
 // STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
 // (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
-//   ours-0, ours-P     the engine's planner, preload budget 0 and P KiB (one row per P given)
+//   ours-0, ours-P     the engine's planner holding 0 and P KiB between requests (one row per P
+//                      given): a word-row cache of min(W, P) KiB (--word-cache-kb W), the rest
+//                      preload buffer
 // Every method keeps --headroom of T free (the engine's default, 5%) and takes the time of the
 // request's word-row reads off T.
 //   Load&Exec          the submodel at 32 bits read whole, then run; load + compute fits T
@@ -23,7 +25,7 @@
 // never dev) when it must shrink. Latency is measured through the pipeline: --runs requests
 // (the first dev sentences) on one engine per method and target, after one request that fills
 // the preload buffer; every read is O_DIRECT, so no request finds shards in the page cache.
-// Memory: weights held between requests (preload buffer), the working buffer's peak during a
+// Memory: weights held between requests (preload buffer and word-row cache), the working buffer's peak during a
 // request, and what is resident for good (metadata, biases, LayerNorms, small embeddings) plus the
 // word-embedding rows a request reads.
 #include <algorithm>
@@ -78,14 +80,16 @@ std::size_t shard_count(const stile::SubmodelPlan& p) {
   return n;
 }
 
-// A method: its plan for a request at target T, and how the engine runs it.
+// A method: its plan for a request that reads `word_rows` word rows, at target T, and how the
+// engine runs it.
 struct Method {
   std::string name;
-  std::function<stile::SubmodelPlan(const stile::Encoding& request, double target_ms)> plan;
+  std::function<stile::SubmodelPlan(const stile::Encoding& request, std::size_t word_rows, double target_ms)> plan;
   std::size_t preload_bytes = 0;  // the engine's preload budget (whole plan: PreloadModel, gold)
   bool preload_whole_plan = false;
   stile::PipelineMode mode = stile::PipelineMode::pipelined;
-  bool deadline = true;  // gold has none
+  bool deadline = true;            // gold has none
+  std::size_t word_cache_bytes = 0;  // the engine's word-row cache
 };
 
 struct Context {
@@ -101,10 +105,25 @@ struct Context {
   std::string storage;
 };
 
-// Accuracy of `method` at T on all of dev: sentences grouped by plan, each group run in memory.
+// The method's plans for `requests` sent in this order to one engine: its word-row cache replayed
+// as the engine fills it, so each request is planned for the rows it still reads.
+std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& m,
+                                                std::span<const stile::Encoding> requests, double target_ms) {
+  stile::WordRowCache cache(m.word_cache_bytes, c.store->config().hidden);
+  std::vector<stile::SubmodelPlan> plans;
+  for (const stile::Encoding& e : requests) {
+    plans.push_back(m.plan(e, cache.missing(e.input_ids), target_ms));
+    cache.record(e.input_ids);
+  }
+  return plans;
+}
+
+// Accuracy of `method` at T on all of dev (in dev order): sentences grouped by plan, each group
+// run in memory.
 double accuracy(const Context& c, const Method& m, double target_ms, std::size_t& layers_out, std::size_t& shards_out) {
   std::map<std::vector<std::vector<stile::ShardChoice>>, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < c.dev.size(); ++i) groups[m.plan(c.dev[i], target_ms).layers].push_back(i);
+  const std::vector<stile::SubmodelPlan> plans = plans_in_order(c, m, c.dev, target_ms);
+  for (std::size_t i = 0; i < c.dev.size(); ++i) groups[plans[i].layers].push_back(i);
   std::size_t correct = 0, most = 0;
   for (const auto& [layers, rows] : groups) {
     const stile::SubmodelPlan plan{layers};
@@ -138,8 +157,11 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
   options.storage = c.storage;
   options.mode = m.mode;
   options.ranking = c.importance->ranking;
-  std::vector<stile::SubmodelPlan> plans;
-  for (std::size_t i = 0; i < runs; ++i) plans.push_back(m.plan(c.dev[i], target_ms));
+  options.word_cache_bytes = m.word_cache_bytes;
+  // The first request fills the buffers; then the first `runs` dev sentences.
+  std::vector<stile::Encoding> requests{c.dev[0]};
+  requests.insert(requests.end(), c.dev.begin(), c.dev.begin() + static_cast<std::ptrdiff_t>(runs));
+  const std::vector<stile::SubmodelPlan> plans = plans_in_order(c, m, requests, target_ms);
   options.preload_bytes = m.preload_bytes;
   if (m.preload_whole_plan) {
     std::size_t bytes = 0;  // the largest plan of the runs, whole
@@ -153,15 +175,15 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
     options.preload_bytes = bytes;
   }
   stile::Engine engine(c.store_path, options);
-  engine.run(c.dev[0], plans[0]);  // fills the preload buffer (kept between requests)
   Latency out;
   std::vector<double> ms;
   std::size_t word_rows = 0;
-  for (std::size_t i = 0; i < runs; ++i) {
-    const stile::EngineResult r = engine.run(c.dev[i], plans[i]);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const stile::EngineResult r = engine.run(requests[i], plans[i]);
+    if (i == 0) continue;  // filled the buffers
     ms.push_back(r.timeline.total_ms);
     out.working = std::max(out.working, r.working_buffer_bytes);
-    out.preload = std::max(out.preload, r.preload_held_bytes);
+    out.preload = std::max(out.preload, r.preload_held_bytes + r.word_cache_held_bytes);
     word_rows = std::max(word_rows, r.timeline.embed_bytes_read);
   }
   out.median = percentile(ms, 0.5);
@@ -185,6 +207,7 @@ int main(int argc, char** argv) {
   bool with_accuracy = true;
   unsigned min_bits = 4;
   double headroom = stile::EngineOptions{}.target_headroom;
+  std::size_t word_cache_bytes = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     auto value = [&]() -> std::string {
@@ -206,12 +229,13 @@ int main(int argc, char** argv) {
     else if (arg == "--latency-only") with_accuracy = false;
     else if (arg == "--min-bits") min_bits = static_cast<unsigned>(std::stoul(value()));
     else if (arg == "--headroom") headroom = std::stod(value());
+    else if (arg == "--word-cache-kb") word_cache_bytes = static_cast<std::size_t>(std::stod(value()) * 1024);
     else store_path = std::string(arg);
   }
   if (store_path.empty() || runs == 0) {
     std::fprintf(stderr, "usage: eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] "
                          "[--preload-kb 1024,2048] [--sst2 DIR] [--json FILE] [--sweep-target MS] [--ablation-target MS] [--ablation-seeds N] "
-                         "[--min-bits B] [--headroom F] [--latency-only]\n");
+                         "[--min-bits B] [--headroom F] [--word-cache-kb W] [--latency-only]\n");
     return 2;
   }
   try {
@@ -234,9 +258,8 @@ int main(int argc, char** argv) {
     // before them (one 4 KiB block per distinct token of the request, estimated from the profile).
     // The planner takes these off T itself; the baselines are given what is left.
     const double row_ms = stile::estimated_row_read_ms(profile, 4096);
-    const auto rows_of = [](const stile::Encoding& e) { return stile::distinct_tokens(e.input_ids); };
-    const auto layers_ms = [&](const stile::Encoding& e, double t) {
-      return std::max(1e-6, t * (1 - headroom) - static_cast<double>(rows_of(e)) * row_ms);
+    const auto layers_ms = [&](std::size_t rows, double t) {
+      return std::max(1e-6, t * (1 - headroom) - static_cast<double>(rows) * row_ms);
     };
     // Every plan is costed with the engine's reads: versions next to each other in the file in one
     // O_DIRECT request (one latency per contiguous run).
@@ -245,8 +268,8 @@ int main(int argc, char** argv) {
     });
     const auto exact = [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); };
     const auto shape_accuracy = heads.shape_accuracy();
-    auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
-      return [&, budget, upgrade_order](const stile::Encoding& e, double t) {
+    const auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
+      return [&, budget, upgrade_order](const stile::Encoding& e, std::size_t rows, double t) {
         stile::PlannerOptions o;
         o.target_ms = t;
         o.preload_budget_bytes = budget;
@@ -259,30 +282,39 @@ int main(int argc, char** argv) {
         o.min_bits = min_bits;
         o.layer_io = layer_io;
         o.headroom = headroom;
-        return stile::plan_elastic(profile, e.size(), o, importance.ranking, rows_of(e)).submodel;
+        return stile::plan_elastic(profile, e.size(), o, importance.ranking, rows).submodel;
       };
     };
     const stile::ShardRanking& ranking = importance.ranking;
     std::vector<Method> methods;
-    methods.push_back({"ours-0", ours(0), 0, false});
+    // ours-P holds at most P KiB between requests: a word-row cache of min(W, P) KiB, the rest
+    // preload buffer.
+    const auto ours_holding = [&](std::string name, std::size_t bytes) {
+      Method m{std::move(name), nullptr, 0, false};
+      m.word_cache_bytes = std::min(word_cache_bytes, bytes);
+      m.preload_bytes = bytes - m.word_cache_bytes;
+      m.plan = ours(m.preload_bytes);
+      return m;
+    };
+    methods.push_back(ours_holding("ours-0", 0));
     for (const double kb : preload_kbs) {
       const auto bytes = static_cast<std::size_t>(kb * 1024);
-      methods.push_back({fmt::format("ours-{:.0f}K", kb), ours(bytes), bytes, false});
+      methods.push_back(ours_holding(fmt::format("ours-{:.0f}K", kb), bytes));
     }
     methods.push_back({"Load&Exec",
-                       [&](const stile::Encoding& e, double t) { return stile::plan_load_and_exec(profile, e.size(), layers_ms(e, t), ranking, layer_io).submodel; },
+                       [&](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_load_and_exec(profile, e.size(), layers_ms(rows, t), ranking, layer_io).submodel; },
                        0, false, stile::PipelineMode::load_then_execute});
     for (const unsigned x : {2u, 6u, 32u}) {
       methods.push_back({fmt::format("StdPL-{}", x),
-                         [&, x](const stile::Encoding& e, double t) { return stile::plan_std_pipeline(profile, e.size(), layers_ms(e, t), x, ranking, layer_io).submodel; },
+                         [&, x](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_std_pipeline(profile, e.size(), layers_ms(rows, t), x, ranking, layer_io).submodel; },
                          0, false});
     }
     for (const unsigned x : {6u, 32u}) {
       methods.push_back({fmt::format("PreloadModel-{}", x),
-                         [&, x](const stile::Encoding& e, double t) { return stile::plan_preload_model(profile, e.size(), layers_ms(e, t), x, ranking).submodel; },
+                         [&, x](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_preload_model(profile, e.size(), layers_ms(rows, t), x, ranking).submodel; },
                          0, true});
     }
-    Method gold{"gold", [&](const stile::Encoding&, double) {
+    Method gold{"gold", [&](const stile::Encoding&, std::size_t, double) {
                   return stile::SubmodelPlan::uniform(store.num_layers(), store.shards_per_layer(), 32);
                 }, 0, true};
     gold.deadline = false;
@@ -311,7 +343,7 @@ int main(int argc, char** argv) {
         std::size_t layers = 0, shards = 0;
         const double acc = with_accuracy ? accuracy(c, m, t, layers, shards) : NAN;
         if (!with_accuracy) {  // the shape of the first request's plan
-          const stile::SubmodelPlan p = m.plan(c.dev[0], t);
+          const stile::SubmodelPlan p = plans_in_order(c, m, std::span(c.dev).first(1), t)[0];
           layers = p.layers.size();
           shards = shard_count(p);
         }
@@ -327,7 +359,7 @@ int main(int argc, char** argv) {
                                      {"within_target", lat.within}});
       }
     }
-    fmt::print("| T ms  | method          | acc % | n x m    | preload MB | working MB | resident MB | median ms | p95 ms | <= T |\n");
+    fmt::print("| T ms  | method          | acc % | n x m    | held MB | working MB | resident MB | median ms | p95 ms | <= T |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& l : lines) fmt::print("{}\n", l);
     fmt::print("|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
@@ -341,7 +373,7 @@ int main(int argc, char** argv) {
     if (sweep_target > 0 && with_accuracy) {  // accuracy vs preload budget at one target
       fmt::print("\naccuracy vs preload budget, ours at T = {:.0f} ms\n", sweep_target);
       for (const std::size_t kb : {0u, 128u, 256u, 512u, 1024u, 2048u, 4096u}) {
-        const Method m{"ours", ours(kb * 1024), kb * 1024, false};
+        const Method m = ours_holding("ours", kb * 1024);
         std::size_t layers = 0, shards = 0;
         const double acc = accuracy(c, m, sweep_target, layers, shards);
         fmt::print("  {:5} KiB: {:5.1f} %  ({} layers, {} shards)\n", kb, acc, layers, shards);

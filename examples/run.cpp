@@ -45,6 +45,7 @@ options:
   --min-bits B        the planner's bitwidth floor (default: the lowest stored)
   --target-ms T       latency target for the planner (default: none: the highest bitwidth)
   --preload-kb K      the preload buffer's budget in KiB (default 0)
+  --word-cache-kb K   the word-row cache's budget in KiB: rows kept between requests (default 0)
   --storage NAME      emulate a board's flash: emmc, sd, nvme, none (default none)
   --backend NAME      auto, io_uring, pread (default auto: io_uring with O_DIRECT)
   --threads N         compute threads (default: one per core)
@@ -100,11 +101,12 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
   for (std::size_t i = 0; i < 4 && i < r.embedding.size(); ++i) head += fmt::format("{:+.4f} ", r.embedding[i]);
   double norm = 0;
   for (const float x : r.embedding) norm += static_cast<double>(x) * x;
-  fmt::print("  {:<5} {:7.2f} ms  embeddings {:5.2f}  IO {:6.2f}  stall {:6.2f}  compute {:6.2f} ms  read {:5.2f} MB"
-             " ({} shards)  preload {:.2f} MB  working {:.2f} MB\n",
-             label, t.total_ms, t.embed_end_ms - t.embed_start_ms, t.io_ms(), t.stall_ms(), t.compute_ms(),
-             static_cast<double>(t.bytes_read() + t.embed_bytes_read) / 1e6, t.shards_read(),
-             static_cast<double>(r.preload_held_bytes) / 1e6, static_cast<double>(r.working_buffer_bytes) / 1e6);
+  fmt::print("  {:<5} {:7.2f} ms  embeddings {:5.2f} ({} rows read, {} cached)  IO {:6.2f}  stall {:6.2f}  compute {:6.2f} ms"
+             "  read {:5.2f} MB ({} shards)  held {:.2f} MB  working {:.2f} MB\n",
+             label, t.total_ms, t.embed_end_ms - t.embed_start_ms, t.word_rows_read, t.word_rows_cached, t.io_ms(),
+             t.stall_ms(), t.compute_ms(), static_cast<double>(t.bytes_read() + t.embed_bytes_read) / 1e6,
+             t.shards_read(), static_cast<double>(r.preload_held_bytes + r.word_cache_held_bytes) / 1e6,
+             static_cast<double>(r.working_buffer_bytes) / 1e6);
   fmt::print("        embedding [{}...] norm {:.4f}", head, std::sqrt(norm));
   if (r.label) {
     fmt::print("  class {} (head {})", heads->at(r.head).head.labels.at(*r.label), r.head);
@@ -152,6 +154,8 @@ int main(int argc, char** argv) {
       options.target_ms = parse_number(value(), "--target-ms");
     } else if (arg == "--preload-kb") {
       options.preload_bytes = parse_count(value(), "--preload-kb") * 1024;
+    } else if (arg == "--word-cache-kb") {
+      options.word_cache_bytes = parse_count(value(), "--word-cache-kb") * 1024;
     } else if (arg == "--storage") {
       options.storage = value();
     } else if (arg == "--backend") {
@@ -218,9 +222,10 @@ int main(int argc, char** argv) {
     fmt::print("shards   {}\n", importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
     fmt::print("heads    {}\n", heads_path ? fmt::format("{} ({} shapes)", heads_path->string(), heads->heads.size())
                                             : std::string("none (no class)"));
-    fmt::print("target   {}   preload budget {:.2f} MB   mode {}\n",
+    fmt::print("target   {}   preload budget {:.2f} MB   word-row cache {:.2f} MB   mode {}\n",
                options.target_ms > 0 ? fmt::format("{:.1f} ms", options.target_ms) : std::string("none"),
-               static_cast<double>(options.preload_bytes) / 1e6, stile::to_string(options.mode));
+               static_cast<double>(options.preload_bytes) / 1e6, static_cast<double>(options.word_cache_bytes) / 1e6,
+               stile::to_string(options.mode));
 
     std::optional<stile::SubmodelPlan> fixed;
     if (bits) {
@@ -235,12 +240,15 @@ int main(int argc, char** argv) {
       stile::Engine& fresh = *engine_ptr;
       const stile::Encoding tokens = fresh.tokenizer().encode(positional[i]);
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
+      std::string previous_note;
       for (const char* label : {"cold", "warm"}) {
         last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);
-        if (label == std::string_view("cold")) {
-          fmt::print("  plan  {}\n", plan_summary(last.plan));
+        // The warm request may get another plan: its word rows may be cached (fewer reads first).
+        if (label == std::string_view("cold") || last.plan_note != previous_note) {
+          fmt::print("  plan  {}{}\n", plan_summary(last.plan), label == std::string_view("cold") ? "" : " (warm)");
           if (!last.plan_note.empty()) fmt::print("        {}\n", last.plan_note);
         }
+        previous_note = last.plan_note;
         print_result(label, last, heads ? &*heads : nullptr, verbose);
       }
     }

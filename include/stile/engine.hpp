@@ -12,7 +12,8 @@
 //   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
 //
 // Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
-// position and token-type embeddings), the tokenizer's vocabulary and the preload buffer. During a
+// position and token-type embeddings), the tokenizer's vocabulary, the preload buffer and the
+// word-row cache (pipeline/word_row_cache.hpp; each request is planned for the rows it still reads). During a
 // request, also the working buffer: `slots` layers' compressed shards, the word rows read, the
 // activations and the layer's workspace (released after the request unless keep_working_buffer).
 //
@@ -56,6 +57,7 @@
 #include "stile/pipeline/layer_pipeline.hpp"
 #include "stile/pipeline/preload_buffer.hpp"
 #include "stile/pipeline/timeline.hpp"
+#include "stile/pipeline/word_row_cache.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/planner.hpp"
@@ -71,6 +73,7 @@ struct EngineOptions {
   unsigned min_bits = 0;             // the planner's bitwidth floor (PlannerOptions::min_bits)
   double target_headroom = 0.05;     // share of the target the planner keeps free (PlannerOptions::headroom)
   std::size_t preload_bytes = 0;     // the preload buffer's budget
+  std::size_t word_cache_bytes = 0;  // the word-row cache's budget (rows kept between requests)
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
   std::size_t layers_in_flight = 2;  // working-buffer slots: IO runs at most this many layers ahead
@@ -93,6 +96,7 @@ struct EngineResult {
   double estimated_ms = 0;           // the planner's estimate of the layers' time (0: given plan)
   std::size_t working_buffer_bytes = 0;  // the working buffer's size during this request
   std::size_t preload_held_bytes = 0;    // the preload buffer after this request
+  std::size_t word_cache_held_bytes = 0; // the word-row cache after this request
 };
 
 // How many read requests `versions` of layer `layer` take when, as the engine reads them, versions
@@ -112,13 +116,6 @@ inline std::size_t contiguous_reads(const ShardStore& store, std::size_t layer, 
   return runs;
 }
 
-// The word-embedding rows a request of these token ids reads: one per distinct id.
-inline std::size_t distinct_tokens(std::span<const std::int32_t> ids) {
-  std::vector<std::int32_t> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
-  return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
-}
-
 class Engine {
  public:
   Engine(const std::filesystem::path& store_path, EngineOptions options = {},
@@ -130,7 +127,8 @@ class Engine {
         tokenizer_(Vocab::parse(store_.read_vocab(), store_.name()),
                    WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
         pool_(options_.threads, /*cpu_bound_workers=*/true),
-        preload_(options_.preload_bytes) {
+        preload_(options_.preload_bytes),
+        word_cache_(options_.word_cache_bytes, store_.config().hidden) {
     require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
     for (std::size_t l = 0; l < store_.num_layers(); ++l) residents_.push_back(store_.read_resident(l));
     if (profile) {
@@ -215,6 +213,20 @@ class Engine {
     if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
     heads_ = std::move(heads);
   }
+  void set_word_cache_budget(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    options_.word_cache_bytes = bytes;
+    word_cache_.set_budget(bytes);
+  }
+  std::size_t word_cache_held_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return word_cache_.held_bytes();
+  }
+  // The word rows a request of these tokens would read now (its distinct tokens not cached).
+  std::size_t word_rows_to_read(const Encoding& tokens) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return word_cache_.missing(tokens.input_ids);
+  }
   std::vector<ShardKey> preloaded() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return preload_.keys();
@@ -255,7 +267,7 @@ class Engine {
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    const ElasticPlan planned = plan_locked(len, distinct_tokens(std::span(tokens.input_ids).first(len)));
+    const ElasticPlan planned = plan_locked(len, word_cache_.missing(std::span(tokens.input_ids).first(len)));
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
@@ -422,26 +434,33 @@ class Engine {
     });
   }
 
-  // The word-embedding rows of `ids` into hidden, read through the backend: one read per
-  // distinct token, of the row's aligned block when the backend needs alignment.
+  // The word-embedding rows of `ids` into hidden: from the word-row cache, or read through the
+  // backend, one read per distinct token (of the row's aligned block when the backend needs
+  // alignment), checked, and then cached. The cache is used in sorted id order (held rows
+  // touched, then the rows read inserted), so a caller can replay its state from the ids alone.
   void read_word_rows(std::span<const std::int32_t> ids, float* hidden, Timeline& timeline) {
     store_.check_word_ids(ids);
-    const std::size_t row_bytes = config().hidden * sizeof(float);
+    const std::size_t d = config().hidden;
+    const std::size_t row_bytes = d * sizeof(float);
     const std::size_t a = backend_->alignment();
-    std::vector<std::int32_t> distinct(ids.begin(), ids.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const std::vector<std::int32_t> distinct = WordRowCache::distinct_ids(ids);
+    // Valid until the first insert below: rows are copied out before anything is cached.
+    std::vector<std::span<const float>> held(distinct.size());
+    for (std::size_t q = 0; q < distinct.size(); ++q) held[q] = word_cache_.find(distinct[q]);
     const auto block_of = [&](std::int32_t id) {
       const std::uint64_t offset = store_.word_row_offset(static_cast<std::size_t>(id));
       const std::uint64_t start = offset / a * a;
       return std::pair{start, round_to_alignment(offset + row_bytes - start)};
     };
     std::size_t bytes = 0;
-    for (const std::int32_t id : distinct) bytes += block_of(id).second;
+    for (std::size_t q = 0; q < distinct.size(); ++q) bytes += held[q].empty() ? block_of(distinct[q]).second : 0;
     word_rows_.resize(bytes);
     std::vector<ReadRequest> requests;
-    for (std::size_t at = 0; const std::int32_t id : distinct) {
-      const auto [start, size] = block_of(id);
+    std::vector<std::size_t> request_of(distinct.size(), 0);  // for the rows not held
+    for (std::size_t q = 0, at = 0; q < distinct.size(); ++q) {
+      if (!held[q].empty()) continue;
+      const auto [start, size] = block_of(distinct[q]);
+      request_of[q] = requests.size();
       requests.push_back({start, word_rows_.span().subspan(at, size)});
       at += size;
     }
@@ -451,19 +470,31 @@ class Engine {
     } catch (const std::system_error& e) {
       io_detail::fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
     }
+    std::vector<std::size_t> first_token(distinct.size(), ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto id = static_cast<std::size_t>(ids[i]);
       const auto q = static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), ids[i]) - distinct.begin());
-      const auto skip = static_cast<std::size_t>(store_.word_row_offset(id) - requests[q].offset);
-      if (got[q] < skip + row_bytes) {
+      first_token[q] = std::min(first_token[q], i);
+      if (!held[q].empty()) {
+        std::memcpy(hidden + i * d, held[q].data(), row_bytes);
+        continue;
+      }
+      const ReadRequest& r = requests[request_of[q]];
+      const auto skip = static_cast<std::size_t>(store_.word_row_offset(id) - r.offset);
+      if (got[request_of[q]] < skip + row_bytes) {
         io_detail::fail_in_file(store_.name(), "reading word-embedding row ", id,
                                 ": the file ended early (truncated after it was opened?)");
       }
-      const std::span<const std::byte> row = requests[q].out.subspan(skip, row_bytes);
+      const std::span<const std::byte> row = r.out.subspan(skip, row_bytes);
       store_.check_word_row(id, row);
-      std::memcpy(hidden + i * config().hidden, row.data(), row_bytes);
+      std::memcpy(hidden + i * d, row.data(), row_bytes);
+    }
+    for (std::size_t q = 0; q < distinct.size(); ++q) {
+      if (held[q].empty()) word_cache_.insert(distinct[q], std::span<const float>(hidden + first_token[q] * d, d));
     }
     for (const ReadRequest& q : requests) timeline.embed_bytes_read += q.out.size();
+    timeline.word_rows_read = requests.size();
+    timeline.word_rows_cached = distinct.size() - requests.size();
   }
 
   // `wanted`: the versions the preload buffer should hold after this request.
@@ -564,6 +595,7 @@ class Engine {
     }
     result.working_buffer_bytes = working_bytes();
     result.preload_held_bytes = preload_.held_bytes();
+    result.word_cache_held_bytes = word_cache_.held_bytes();
     timeline.total_ms = ms();
     return result;
   }
@@ -611,6 +643,7 @@ class Engine {
   std::optional<HeadsFile> heads_;
   ThreadPool pool_;
   PreloadBuffer preload_;
+  WordRowCache word_cache_;
   mutable std::mutex mutex_;  // one request at a time; setters wait for it
 
   // The working buffer.

@@ -108,6 +108,40 @@ TEST_CASE("a plan run through the pipeline equals the same submodel run in memor
   }
 }
 
+TEST_CASE("the word-row cache serves repeated tokens without reads, with the same output", "[engine]") {
+  REQUIRE_MODEL();
+  stile::EngineOptions options;
+  options.word_cache_bytes = 64 * 384 * sizeof(float);  // 64 rows of all-MiniLM-L6-v2
+  stile::Engine engine(converted().store, options);
+  const stile::Encoding e = engine.tokenizer().encode("the film is a charming , funny and moving story .");
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(2, 12, 4);
+  const std::size_t rows = engine.word_rows_to_read(e);
+  CHECK(rows == e.size());  // no token repeats
+  const stile::EngineResult cold = engine.run(e, plan);
+  CHECK(cold.timeline.word_rows_read == rows);
+  CHECK(cold.timeline.word_rows_cached == 0);
+  CHECK(cold.word_cache_held_bytes == rows * 384 * sizeof(float));
+  CHECK(engine.word_rows_to_read(e) == 0);
+
+  const stile::EngineResult warm = engine.run(e, plan);
+  CHECK(warm.timeline.word_rows_read == 0);
+  CHECK(warm.timeline.word_rows_cached == rows);
+  CHECK(warm.timeline.embed_bytes_read == 0);
+  CHECK(warm.embedding == cold.embedding);
+  CHECK(max_abs_diff(warm.embedding, in_memory(e, plan)) <= 1e-6f);
+
+  // Another sentence: only its new tokens are read ("the", "film", "a", "." and the specials are held).
+  const stile::Encoding other = engine.tokenizer().encode("a dull film .");
+  CHECK(engine.word_rows_to_read(other) == 1);
+  const stile::EngineResult r = engine.run(other, plan);
+  CHECK(r.timeline.word_rows_read == 1);
+  CHECK(max_abs_diff(r.embedding, in_memory(other, plan)) <= 1e-6f);
+
+  engine.set_word_cache_budget(0);
+  CHECK(engine.word_cache_held_bytes() == 0);
+  CHECK(engine.word_rows_to_read(e) == rows);
+}
+
 TEST_CASE("with storage slowed to eMMC speed, IO of layer k+1 overlaps compute of layer k", "[engine]") {
   REQUIRE_MODEL();
   stile::EngineOptions options;
@@ -296,7 +330,7 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   stile::Engine engine(converted().store, options, profile);
   const stile::Encoding e = engine.tokenizer().encode("a gorgeous , witty , seductive movie .");
   // A request is planned for the word rows it reads: its distinct tokens (',' twice: one read).
-  const std::size_t rows = stile::distinct_tokens(e.input_ids);
+  const std::size_t rows = engine.word_rows_to_read(e);
   CHECK(rows == e.size() - 1);
   const stile::ElasticPlan planned = engine.plan_for(e.size(), rows);
   CHECK(planned.word_rows == rows);

@@ -29,6 +29,7 @@ struct Timeline {
   std::string mode;              // "pipelined" or "load-then-execute"
   double embed_start_ms = 0, embed_end_ms = 0;  // word rows read, embeddings summed and normalized
   std::size_t embed_bytes_read = 0;             // the word rows' reads (aligned blocks)
+  std::size_t word_rows_read = 0, word_rows_cached = 0;  // distinct tokens' rows: read, or in the cache
   std::vector<LayerTimes> layers;
   double total_ms = 0;           // end of the request (pooling and head included)
 
