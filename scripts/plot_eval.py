@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the SST-2 evaluation (the JSON `bench/eval_sst2 --json` writes) as two SVG pictures:
 accuracy vs target latency, one line per method (gold as a dashed line), and accuracy vs
-preload budget (when the run made the sweep). Plain Python, no plotting library needed.
+memory held between requests (when the run made the sweep). Plain Python, no plotting library needed.
 
     scripts/plot_eval.py eval.json docs/eval_accuracy_vs_target.svg docs/eval_accuracy_vs_preload.svg
 """
@@ -81,7 +81,7 @@ def main():
         t = sweep[0]["target_ms"]
         pts = [(s["preload_kb"], s["accuracy"]) for s in sweep]
         with open(sys.argv[3], "w", encoding="utf-8") as f:
-            f.write(chart(f"Accuracy vs preload budget (ours, T = {t:g} ms)", "preload budget (KiB)", [("ours", pts)], gold, xlog=True))
+            f.write(chart(f"Accuracy vs memory held between requests (ours, T = {t:g} ms)", "held: preload + word-row cache (KiB)", [("ours", pts)], gold, xlog=True))
         print(f"plot_eval: wrote {sys.argv[3]}")
 
 

@@ -2,10 +2,10 @@
 // Word-embedding rows kept between requests, least recently used first out, under a byte budget.
 //
 // Why: a request reads one row per distinct token before any layer can start, each a separate
-// storage request (about 0.35 ms on emulated eMMC: ~7 ms of a 40 ms target for a 20-token
+// storage request (0.35-0.45 ms on emulated eMMC: ~7 ms of a 40 ms target for a 20-token
 // sentence). The function words and punctuation of a language recur in almost every sentence, so
 // a small cache takes a large share of those reads away: per byte held it saves more time than
-// preloading shards does (a 1.5 KB row saves a 0.35 ms read; a 4-bit MiniLM shard of 81 KB saves
+// preloading shards does (a 1.5 KB row saves a ~0.4 ms read; a 4-bit MiniLM shard of 81 KB saves
 // 1.4 ms). The engine plans each request for the rows it still has to read.
 //
 // Rows are copied in after the engine has checked them against the store's checksums. Not

@@ -75,9 +75,9 @@
 // preload bitwidth the profile lacks, a profile whose tables do not match its bitwidths, a
 // malformed ranking or importance order: stile::Error naming the problem.
 //
-// Word rows: a request first reads its distinct tokens' word-embedding rows (about 0.35 ms each
+// Word rows: a request first reads its distinct tokens' word-embedding rows (0.35-0.45 ms each
 // on emulated eMMC), and their time comes off T. STI plans per length bucket; charging every
-// request the bucket's length (a 33-token sentence as 64 rows, 22 ms of a 40 ms target) wastes
+// request the bucket's length (a 33-token sentence as 64 rows, 29 ms of a 40 ms target) wastes
 // most of a tight target, so the engine passes the rows the request reads.
 //
 // Planner caches one plan per (length bucket, word rows) and replans only when T, the preload
