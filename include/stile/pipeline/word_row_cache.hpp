@@ -26,6 +26,7 @@ class WordRowCache {
       : budget_(budget_bytes), row_bytes_(row_floats * sizeof(float)) {}
 
   std::size_t budget_bytes() const noexcept { return budget_; }
+  // The rows' bytes, which the budget bounds (the bookkeeping, ~100 bytes a row, is not counted).
   std::size_t held_bytes() const noexcept { return rows_.size() * row_bytes_; }
   std::size_t size() const noexcept { return rows_.size(); }
   bool contains(std::int32_t id) const { return rows_.count(id) != 0; }
