@@ -267,7 +267,14 @@ class Engine {
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    const ElasticPlan planned = plan_locked(len, word_cache_.missing(std::span(tokens.input_ids).first(len)));
+    const std::size_t rows = word_cache_.missing(std::span(tokens.input_ids).first(len));
+    ElasticPlan planned = plan_locked(len, rows);
+    // The buffer does not hold the plan's preload set yet (the first request, or the first after
+    // the budget grew): this request is planned for what it holds, and its reads fill it.
+    const auto held = [this](const ShardKey& k) { return preload_.contains(k); };
+    if (planner_ && !std::all_of(planned.preload.begin(), planned.preload.end(), held)) {
+      planned = planner_->plan_holding(len, rows, held);
+    }
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;

@@ -352,6 +352,14 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
   const stile::ElasticPlan with_preload = engine.plan_for(e.size(), rows);
   CHECK(!with_preload.preload.empty());
+  // The buffer is empty: the request is planned for reading everything, and its reads fill it.
+  const stile::EngineResult cold = engine.run(e);
+  CHECK_THAT(cold.plan_note, Catch::Contains("(0 held now)"));
+  CHECK(cold.estimated_ms <= 200.0);
+  CHECK(engine.preloaded().size() == with_preload.preload.size());
+  CHECK(engine.run(e).plan == with_preload.submodel);  // full: the cached plan
+  engine.set_preload_budget(0);  // empties it; preload_now fills it without a request
+  engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
   engine.preload_now(e.size(), rows);
   CHECK(engine.preloaded().size() == with_preload.preload.size());
   const stile::EngineResult warm = engine.run(e);

@@ -547,6 +547,43 @@ TEST_CASE("planner: plans are cached per length bucket; a new target or budget r
   CHECK_THAT(third.explain, Contains("target 30.0 ms"));
 }
 
+TEST_CASE("planner: a request before the preload buffer is full is planned for what it holds", "[plan][planner]") {
+  // 2 x 4, T_comp 10 ms, IO 5/10/20 ms at 2/4/32 bits, 2-bit versions of 200 bytes; budget 800:
+  // layer 0 whole at 2 bits; T = 50, head start 50 - 20 = 30.
+  const DeviceProfile p = make_profile({2, 4, 32}, {5, 10, 20}, 2, 4, [](unsigned, std::size_t) { return 10.0; });
+  PlannerOptions o;
+  o.target_ms = 50;
+  o.preload_budget_bytes = 800;
+  stile::Planner planner(p, {}, o);
+  const auto layer0 = keys({{0, 0, 2}, {0, 1, 2}, {0, 2, 2}, {0, 3, 2}});
+
+  // Full buffer: layer 1 at 4 bits (AIB(1) = 30 + 10 - 40 = 0; the replay ends at 50 ms).
+  const ElasticPlan full = planner.plan(100);
+  CHECK(full.preload == layer0);
+  CHECK(full.uniform_bits == 4);
+  CHECK(full.estimated_ms == Approx(50));
+
+  // Empty buffer: layer 0's 2-bit versions are read too (20 ms): at 4 bits AIB(1) = 10 + 10 - 40
+  // < 0; at 2 bits AIB = 10, 0 and the replay ends at 50 ms. The preload set is unchanged and
+  // still at 2 bits, so the request's reads fill the buffer. Not cached.
+  const ElasticPlan cold = planner.plan_holding(100, std::nullopt, [](const ShardKey&) { return false; });
+  CHECK(cold.preload == layer0);
+  for (const ShardChoice& c : cold.submodel.layers[0]) CHECK(c.bits == 2);
+  CHECK(cold.uniform_bits == 2);
+  CHECK(cold.valid);
+  CHECK(cold.estimated_ms == Approx(50));
+  CHECK_THAT(cold.explain, Contains("(0 held now)"));
+  CHECK(planner.plans_made() == 1);
+
+  // Costed as if full, the same submodel would read 20 ms more than planned: 70 ms.
+  CHECK(stile::estimate_pipeline(p, full.submodel, 128, 2).total_ms == Approx(70));
+
+  // Half held: two of layer 0's versions are read (10 ms): at 4 bits AIB(1) = 20 + 10 - 40 < 0.
+  const ElasticPlan half = planner.plan_holding(100, std::nullopt, [](const ShardKey& k) { return k.shard < 2; });
+  CHECK(half.uniform_bits == 2);
+  CHECK_THAT(half.explain, Contains("(2 held now)"));
+}
+
 TEST_CASE("planner: the word rows a request reads come off T; plans are cached per bucket and rows", "[plan][planner]") {
   // 2 x 2, T_comp 10 ms, IO 5/10/20 ms per shard at 2/4/32 bits, 1 ms per word row, T = 60 ms.
   const DeviceProfile p = make_profile({2, 4, 32}, {5, 10, 20}, 2, 2, [](unsigned, std::size_t) { return 10.0; },

@@ -57,6 +57,11 @@
 //    preloaded layers compute. Without this check, plans with two or three layers preloaded
 //    passed the AIB test and overran T by 5-20% in the replay (a MiniLM-shaped profile).
 //  Off by default, given by the engine:
+//  - preload_held: STI plans as if the preload buffer were full. Before it is (the first request,
+//    or the first after the budget grew) that plan reads more than it was costed for and overruns
+//    T (a cold MiniLM request at T = 60 ms with 1 MiB of preload: 71.7 ms). The engine plans such
+//    a request for what the buffer holds, with the preload set still at the preload bitwidth, so
+//    the request's reads fill it.
 //  - layer_io: a layer's IO as the engine reads it (one request latency per contiguous run of
 //    versions, pipeline_estimate.hpp), not one per version: a MiniLM layer at one bitwidth is one
 //    read of 12.5 ms on emulated eMMC, not twelve of 17.0 ms together.
@@ -164,6 +169,11 @@ struct PlannerOptions {
   // The share of T kept free (0..1): profiled times are medians, and a plan that fits T exactly
   // overruns it on the slower half of requests. The engine keeps 5% (EngineOptions).
   double headroom = 0;
+  // Which versions of the preload set the buffer holds now; empty: all of them (the steady
+  // state). A version not held is still planned at the preload bitwidth, so the request's read
+  // fills the buffer, but its read is charged: a request made before the buffer is full (the
+  // first one, or the first after the budget grew) is planned for what it will really read.
+  std::function<bool(const ShardKey&)> preload_held;
 };
 
 // Stage 1's answer.
@@ -383,16 +393,27 @@ struct Context {
   std::size_t budget_bytes;
   const std::function<std::size_t(const ShardKey&)>& exact_bytes;
   const LayerIoTime& layer_io;
+  const std::function<bool(const ShardKey&)>& held;
+
+  // The versions of `preload` whose reads are saved: those the buffer holds.
+  std::set<ShardKey> held_of(const std::set<ShardKey>& preload) const {
+    if (!held) return preload;
+    std::set<ShardKey> out;
+    for (const ShardKey& k : preload) {
+      if (held(k)) out.insert(k);
+    }
+    return out;
+  }
 
   double head_start(const SubmodelPlan& plan) const {
     if (!count_slack || target_ms <= 0) return 0;
     return std::max(0.0, target_ms - sum(layer_compute_ms(profile, plan, tokens)));
   }
   std::vector<double> budgets(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    return accumulated_io_budgets(profile, plan, tokens, preload, head_start(plan), layer_io);
+    return accumulated_io_budgets(profile, plan, tokens, held_of(preload), head_start(plan), layer_io);
   }
   double estimate(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    return estimate_pipeline(profile, plan, tokens, slots, preload, layer_io).total_ms;
+    return estimate_pipeline(profile, plan, tokens, slots, held_of(preload), layer_io).total_ms;
   }
   bool valid(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
     if (!budgets_valid(budgets(plan, preload))) return false;
@@ -531,7 +552,8 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
                        lowest,
                        options.preload_budget_bytes,
                        options.version_bytes,
-                       options.layer_io};
+                       options.layer_io,
+                       options.preload_held};
   out.preload_bits = ctx.preload_bits;
 
   const ComputePlan cp = plan_compute(profile, tokens, T);
@@ -593,7 +615,9 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
     text += io_detail::concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ",
                               out.dropped_shards, " shards and ", out.dropped_layers, " layers dropped)");
   }
-  text += io_detail::concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits; ", how,
+  text += io_detail::concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits");
+  if (options.preload_held) text += io_detail::concat(" (", ctx.held_of(out.preload).size(), " held now)");
+  text += io_detail::concat("; ", how,
                             "; compute ", d::ms(out.compute_ms), " ms, estimated ", d::ms(out.estimated_ms), " ms");
   if (!out.meets_target) text += "; misses the target";
   out.explain = std::move(text);
@@ -613,6 +637,16 @@ class Planner {
     require(options_.headroom >= 0 && options_.headroom < 1, "planner: the headroom must be in [0, 1)");
     (void)planner_detail::checked_importance(profile_, ranking_, options_.importance);
     if (options_.preload_bits != 0) (void)planner_detail::bits_index(profile_, options_.preload_bits);
+  }
+
+  // A plan for a request whose preload buffer holds only what `held` says (not cached: the
+  // buffer fills from this request's reads). See PlannerOptions::preload_held.
+  ElasticPlan plan_holding(std::size_t tokens, std::optional<std::size_t> word_rows,
+                           std::function<bool(const ShardKey&)> held) const {
+    PlannerOptions options = options_;
+    options.preload_held = std::move(held);
+    const std::size_t bucket = profile_.length_bucket(tokens);
+    return plan_elastic(profile_, bucket, options, ranking_, word_rows.value_or(bucket));
   }
 
   // The plan for a request of `tokens` tokens that reads `word_rows` word-embedding rows before
