@@ -13,21 +13,21 @@
 //   ours-0, ours-P     the engine's planner holding 0 and P KiB between requests (one row per P
 //                      given): a word-row cache of min(W, P) KiB (--word-cache-kb W), the rest
 //                      preload buffer
-// Every method keeps --headroom of T free (the engine's default, 5%) and takes the time of the
-// request's word-row reads off T.
 //   Load&Exec          the submodel at 32 bits read whole, then run; load + compute fits T
 //   StdPL-X            the layer pipeline, every shard at X bits, no preload, X in {2, 6, 32}
 //   PreloadModel-X     the whole submodel in memory at X bits, compute only, X in {6, 32}
 //   gold               the full model at 32 bits, in memory, no deadline
+// Every method keeps --headroom of T free (the engine's default, 5%) and takes the time of the
+// request's word-row reads off T.
 // Accuracy depends only on the plan: it is computed in memory for all 872 dev sentences (each
-// sentence planned for its length bucket and the word rows it reads; the head of the plan's n x m shape from the heads file;
-// gold: the gold head). Ours compares shapes by the heads' calibration accuracies (train.tsv rows,
+// sentence planned for its length bucket and the word rows it reads; the head of the plan's n x m
+// shape from the heads file; gold: the gold head). Ours compares shapes by the heads' calibration accuracies (train.tsv rows,
 // never dev) when it must shrink. Latency is measured through the pipeline: --runs requests
 // (the first dev sentences) on one engine per method and target, after one request that fills
 // the preload buffer; every read is O_DIRECT, so no request finds shards in the page cache.
-// Memory: weights held between requests (preload buffer and word-row cache), the working buffer's peak during a
-// request, and what is resident for good (metadata, biases, LayerNorms, small embeddings) plus the
-// word-embedding rows a request reads.
+// Memory: weights held between requests (preload buffer and word-row cache), the working buffer's
+// peak during a request, and what is resident for good (metadata, biases, LayerNorms, small
+// embeddings) plus the word-embedding rows a request reads.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -149,7 +149,7 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
 
 struct Latency {
   double median = 0, p95 = 0, within = 0;  // within: fraction of runs <= T
-  std::size_t preload = 0, working = 0, resident = 0;
+  std::size_t held = 0, working = 0, resident = 0;  // bytes
 };
 
 Latency latency(const Context& c, const Method& m, double target_ms, std::size_t runs) {
@@ -183,7 +183,7 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
     if (i == 0) continue;  // filled the buffers
     ms.push_back(r.timeline.total_ms);
     out.working = std::max(out.working, r.working_buffer_bytes);
-    out.preload = std::max(out.preload, r.preload_held_bytes + r.word_cache_held_bytes);
+    out.held = std::max(out.held, r.preload_held_bytes + r.word_cache_held_bytes);
     word_rows = std::max(word_rows, r.timeline.embed_bytes_read);
   }
   out.median = percentile(ms, 0.5);
@@ -351,10 +351,10 @@ int main(int argc, char** argv) {
         bar.update(++done, steps);
         lines.push_back(fmt::format("| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |",
                                     t, m.name, std::isnan(acc) ? std::string("-") : fmt::format("{:.1f}", acc), layers, fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
-                                    lat.preload / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95,
+                                    lat.held / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95,
                                     100 * lat.within));
         report["results"].push_back({{"target_ms", t}, {"method", m.name}, {"accuracy", acc}, {"layers", layers},
-                                     {"shards", shards}, {"held_bytes", lat.preload}, {"working_bytes", lat.working},
+                                     {"shards", shards}, {"held_bytes", lat.held}, {"working_bytes", lat.working},
                                      {"resident_bytes", lat.resident}, {"median_ms", lat.median}, {"p95_ms", lat.p95},
                                      {"within_target", lat.within}});
       }
@@ -364,9 +364,9 @@ int main(int argc, char** argv) {
     for (const std::string& l : lines) fmt::print("{}\n", l);
     fmt::print("|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
                std::isnan(gold_accuracy) ? std::string("-") : fmt::format("{:.1f}", gold_accuracy), gl,
-               gs / std::max<std::size_t>(gl, 1), gold_latency.preload / 1e6, gold_latency.working / 1e6,
+               gs / std::max<std::size_t>(gl, 1), gold_latency.held / 1e6, gold_latency.working / 1e6,
                gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);
-    report["gold"] = {{"accuracy", gold_accuracy}, {"held_bytes", gold_latency.preload},
+    report["gold"] = {{"accuracy", gold_accuracy}, {"held_bytes", gold_latency.held},
                       {"working_bytes", gold_latency.working}, {"resident_bytes", gold_latency.resident},
                       {"median_ms", gold_latency.median}, {"p95_ms", gold_latency.p95}};
 
