@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -267,14 +268,11 @@ class Engine {
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    const std::size_t rows = word_cache_.missing(std::span(tokens.input_ids).first(len));
-    ElasticPlan planned = plan_locked(len, rows);
-    // The buffer does not hold the plan's preload set yet (the first request, or the first after
-    // the budget grew): this request is planned for what it holds, and its reads fill it.
-    const auto held = [this](const ShardKey& k) { return preload_.contains(k); };
-    if (planner_ && !std::all_of(planned.preload.begin(), planned.preload.end(), held)) {
-      planned = planner_->plan_holding(len, rows, held);
-    }
+    // Planned for the word rows it reads and the preload versions held now (the first request,
+    // or the first after the budget grew, is planned for what the buffer holds; its reads fill it).
+    const ElasticPlan planned =
+        plan_locked(len, word_cache_.missing(std::span(tokens.input_ids).first(len)),
+                    [this](const ShardKey& k) { return preload_.contains(k); });
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
@@ -337,8 +335,9 @@ class Engine {
     require(p.bits == store_.bits(), where + " has other bitwidths than the store " + store_.name());
   }
 
-  ElasticPlan plan_locked(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
-    if (planner_) return planner_->plan(tokens, word_rows);
+  ElasticPlan plan_locked(std::size_t tokens, std::optional<std::size_t> word_rows = {},
+                          const std::function<bool(const ShardKey&)>& held = {}) {
+    if (planner_) return planner_->plan(tokens, word_rows, held);
     require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
     ElasticPlan whole;
     whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),

@@ -566,7 +566,7 @@ TEST_CASE("planner: a request before the preload buffer is full is planned for w
   // Empty buffer: layer 0's 2-bit versions are read too (20 ms): at 4 bits AIB(1) = 10 + 10 - 40
   // < 0; at 2 bits AIB = 10, 0 and the replay ends at 50 ms. The preload set is unchanged and
   // still at 2 bits, so the request's reads fill the buffer. Not cached.
-  const ElasticPlan cold = planner.plan_holding(100, std::nullopt, [](const ShardKey&) { return false; });
+  const ElasticPlan cold = planner.plan(100, std::nullopt, [](const ShardKey&) { return false; });
   CHECK(cold.preload == layer0);
   for (const ShardChoice& c : cold.submodel.layers[0]) CHECK(c.bits == 2);
   CHECK(cold.uniform_bits == 2);
@@ -579,7 +579,7 @@ TEST_CASE("planner: a request before the preload buffer is full is planned for w
   CHECK(stile::estimate_pipeline(p, full.submodel, 128, 2).total_ms == Approx(70));
 
   // Half held: two of layer 0's versions are read (10 ms): at 4 bits AIB(1) = 20 + 10 - 40 < 0.
-  const ElasticPlan half = planner.plan_holding(100, std::nullopt, [](const ShardKey& k) { return k.shard < 2; });
+  const ElasticPlan half = planner.plan(100, std::nullopt, [](const ShardKey& k) { return k.shard < 2; });
   CHECK(half.uniform_bits == 2);
   CHECK_THAT(half.explain, Contains("(2 held now)"));
 }

@@ -639,19 +639,13 @@ class Planner {
     if (options_.preload_bits != 0) (void)planner_detail::bits_index(profile_, options_.preload_bits);
   }
 
-  // A plan for a request whose preload buffer holds only what `held` says (not cached: the
-  // buffer fills from this request's reads). See PlannerOptions::preload_held.
-  ElasticPlan plan_holding(std::size_t tokens, std::optional<std::size_t> word_rows,
-                           std::function<bool(const ShardKey&)> held) const {
-    PlannerOptions options = options_;
-    options.preload_held = std::move(held);
-    const std::size_t bucket = profile_.length_bucket(tokens);
-    return plan_elastic(profile_, bucket, options, ranking_, word_rows.value_or(bucket));
-  }
-
   // The plan for a request of `tokens` tokens that reads `word_rows` word-embedding rows before
   // the layers (unknown: the bucket's length): the cached one for its bucket and rows, if any.
-  ElasticPlan plan(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
+  // `held` (given: which versions the preload buffer holds now): when the cached plan's preload set
+  // is not all held, a plan for what is (not cached: the buffer fills from this request's reads;
+  // PlannerOptions::preload_held).
+  ElasticPlan plan(std::size_t tokens, std::optional<std::size_t> word_rows = {},
+                   const std::function<bool(const ShardKey&)>& held = {}) {
     const std::size_t bucket = profile_.length_bucket(tokens);
     const std::pair key{bucket, word_rows.value_or(bucket)};
     auto it = cache_.find(key);
@@ -659,7 +653,10 @@ class Planner {
       it = cache_.emplace(key, plan_elastic(profile_, bucket, options_, ranking_, key.second)).first;
       ++plans_made_;
     }
-    return it->second;
+    if (!held || std::all_of(it->second.preload.begin(), it->second.preload.end(), held)) return it->second;
+    PlannerOptions options = options_;
+    options.preload_held = held;
+    return plan_elastic(profile_, bucket, options, ranking_, key.second);
   }
 
   void set_target_ms(double target_ms) {
