@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_timer.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
 

@@ -21,10 +21,13 @@
 #include <fmt/core.h>
 
 #include "bench_timer.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
+
+#include <hwy/targets.h>
 
 namespace {
 

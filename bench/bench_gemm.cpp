@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "bench_timer.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/kernels/gemm.hpp"
 
 extern "C" void openblas_set_num_threads(int);

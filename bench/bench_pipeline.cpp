@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "bench_timer.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/engine.hpp"
 
 namespace {

@@ -32,7 +32,7 @@
 #include "bench_timer.hpp"
 #include "stile/core/arena.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/kernels/targets.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/model/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "stile/ops/sharded_layer.hpp"

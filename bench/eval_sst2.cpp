@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include "bench_timer.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/engine.hpp"
 #include "stile/eval/heads_file.hpp"

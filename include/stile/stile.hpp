@@ -10,6 +10,7 @@
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/tiles.hpp"
 #include "stile/kernels/activation.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/io/wordpiece.hpp"

@@ -2,6 +2,10 @@
 // checks it against a naive loop, and reads its own executable through the default read backend
 // (io_uring when the installed package found liburing: this links it). Exit code 0 on success.
 #include <stile/stile.hpp>
+// The host's own tile shape is instantiated here, in the host's translation unit: the GEMM's
+// per-target drivers come with gemm_impl.hpp (the library's own configurations are compiled once
+// in stile::kernels, which find_package(stile) builds).
+#include <stile/kernels/gemm_impl.hpp>
 
 #include <cmath>
 #include <cstddef>

@@ -7,7 +7,8 @@
 #include <string>
 
 // stile before Highway: stile's Highway configuration (kernels/hwy_config.hpp) must come first.
-#include "stile/kernels/targets.hpp"
+#include "stile/kernels/hwy_config.hpp"
+#include "stile/kernels/active_target.hpp"
 
 #include <hwy/targets.h>
 

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "stile/kernels/activation.hpp"
+#include "stile/kernels/hwy_config.hpp"  // before Highway
+
+#include <hwy/targets.h>
 
 TEST_CASE("gelu matches 0.5 x (1 + erf(x / sqrt 2)) on every target", "[activation]") {
   std::vector<float> xs;

@@ -24,6 +24,7 @@
 #include "for_each_target.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/kernels/gemm_impl.hpp"  // instantiates the tests' own tile shapes
 #include "stile/quant/packed_layout.hpp"
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include "for_each_target.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/kernels/gemm_impl.hpp"  // instantiates the tests' own tile shapes
 
 namespace {
 

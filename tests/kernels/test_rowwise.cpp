@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "stile/kernels/rowwise.hpp"
+#include "stile/kernels/hwy_config.hpp"  // before Highway
+
+#include <hwy/targets.h>
 
 TEST_CASE("softmax_rows and layer_norm_rows match double references on every target", "[rowwise]") {
   CHECK_THROWS(stile::softmax_rows(nullptr, 0, 1, 1, 0.0f));

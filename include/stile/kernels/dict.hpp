@@ -18,7 +18,6 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/codec.hpp"
 #include "stile/kernels/gemm.hpp"
-#include "stile/kernels/targets.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile {
@@ -47,11 +46,10 @@ inline StackedDict stack_blocks(std::span<const DictMatrix> blocks, StackedDict:
   return s;
 }
 
+// Defined in kernels/gemm_impl.hpp (per-target, kernels/dict-inl.h): decodes every panel of W into
+// out, packed for Cfg's panel width on the current target.
 template <class Cfg>
-struct DecodeToPackedDispatch {
-  using Fn = void (*)(const typename Cfg::Weights&, float*);
-  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(DecodeToPacked<Cfg>::Run);
-};
+void decode_to_packed_on_target(const typename Cfg::Weights& w, float* out);
 
 template <class TilesT, DictLookup kLookupV>
 struct DictSweepConfig {
@@ -59,11 +57,9 @@ struct DictSweepConfig {
   static constexpr DictLookup kLookup = kLookupV;
 };
 
+// Defined in kernels/gemm_impl.hpp: the panel sweep of decode_panels_in_gemm_order.
 template <class Cfg>
-struct DictSweepDispatch {
-  using Fn = void (*)(const DictMatrix&);
-  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(DictDecodeSweep<Cfg>::Run);
-};
+void sweep_dict_panels(const DictMatrix& w);
 
 // For benchmarks: decodes every KC x NR panel of w in the GEMM's order into one reused,
 // L1-resident buffer, exactly as the GEMM's just-in-time path does, minus the arithmetic.
@@ -72,11 +68,11 @@ void decode_panels_in_gemm_order(const DictMatrix& w, DictLookup lookup = DictLo
   validate_weights(w);
   switch (lookup) {
     case DictLookup::kTree:
-      return choose_target(DictSweepDispatch<DictSweepConfig<Tiles, DictLookup::kTree>>::kTable)(w);
+      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kTree>>(w);
     case DictLookup::kGather:
-      return choose_target(DictSweepDispatch<DictSweepConfig<Tiles, DictLookup::kGather>>::kTable)(w);
+      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kGather>>(w);
     default:
-      return choose_target(DictSweepDispatch<DictSweepConfig<Tiles, DictLookup::kAuto>>::kTable)(w);
+      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kAuto>>(w);
   }
 }
 
@@ -149,10 +145,24 @@ PackedWeights decode_to_packed(const W& w) {
   PackedWeights out;
   out.storage.resize(panels * K * nr);  // every float is written, padding rows as zeros
   if (!out.storage.span().empty()) {
-    choose_target(detail::DecodeToPackedDispatch<GemmConfig<Tiles, W, epilogue::None>>::kTable)(w, out.storage.data());
+    detail::decode_to_packed_on_target<GemmConfig<Tiles, W, epilogue::None>>(w, out.storage.data());
   }
   out.view = PackedF32{out.storage.data(), w.rows(), K, nr};
   return out;
 }
 
 }  // namespace stile
+
+#ifndef STILE_NO_EXTERN_KERNELS  // compiled once in stile::kernels (kernels/instantiate_kernels.hpp)
+extern template void stile::detail::decode_to_packed_on_target<
+    stile::GemmConfig<stile::DefaultTiles, stile::DictMatrix, stile::epilogue::None>>(const stile::DictMatrix&, float*);
+extern template void stile::detail::decode_to_packed_on_target<
+    stile::GemmConfig<stile::DefaultTiles, stile::StackedDict, stile::epilogue::None>>(const stile::StackedDict&,
+                                                                                         float*);
+extern template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kAuto>>(const stile::DictMatrix&);
+extern template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kTree>>(const stile::DictMatrix&);
+extern template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kGather>>(const stile::DictMatrix&);
+#endif

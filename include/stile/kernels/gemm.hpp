@@ -4,6 +4,14 @@
 // blocking a compile-time TileShape per Highway target (tiles.hpp), multithreaded on a
 // ThreadPool. The best target the CPU supports is picked at run time.
 //
+// This header is light: it declares the per-target drivers (detail::run_gemm, detail::panel_width)
+// and validates the call; their definitions (every Highway target of every micro-kernel) live in
+// kernels/gemm_impl.hpp. The configurations the library itself uses (DefaultTiles x every codec x
+// every epilogue, kernels/gemm_instances.hpp) are compiled once, in the stile::kernels library
+// (kernels/instantiate_kernels.hpp); a host that calls gemm with its own tile shape includes
+// <stile/kernels/gemm_impl.hpp> in the translation unit that does (undefined detail::run_gemm<...>
+// at link time means it did not).
+//
 //   stile::gemm(M, A, lda, stile::DenseF32(W, N, K), C, ldc);                      // C = A W^T
 //   stile::gemm(M, A, lda, w, C, ldc, stile::epilogue::BiasGelu{.bias = b});        // FFN1
 //   stile::gemm(M, A, lda, w, X, ldx, stile::epilogue::BiasResidual{b, X, ldx});    // in place
@@ -20,7 +28,6 @@
 #include "stile/kernels/codec.hpp"
 #include "stile/kernels/epilogue.hpp"
 #include "stile/kernels/gemm_args.hpp"
-#include "stile/kernels/targets.hpp"
 #include "stile/kernels/tiles.hpp"
 
 namespace stile {
@@ -34,19 +41,12 @@ struct GemmConfig {
 
 namespace detail {
 
+// Defined in kernels/gemm_impl.hpp: runs the GEMM on the best target of the CPU.
 template <class Cfg>
-struct GemmDispatch {
-  using Fn = void (*)(const GemmArgs<typename Cfg::Weights, typename Cfg::Epi>&);
-  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] =
-      STILE_TARGET_TABLE(GemmDriver<Cfg>::Run);
-};
-
+void run_gemm(const GemmArgs<typename Cfg::Weights, typename Cfg::Epi>& args);
+// Defined in kernels/gemm_impl.hpp: NR of Tiles on the target the GEMM runs on now.
 template <class Tiles>
-struct PanelWidthDispatch {
-  using Fn = std::size_t (*)();
-  using Cfg = GemmConfig<Tiles, DenseF32, epilogue::None>;  // (the macro takes no commas)
-  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(GemmDriver<Cfg>::PanelWidth);
-};
+std::size_t panel_width();
 
 inline bool ranges_overlap(const float* a, std::size_t a_len, const float* b, std::size_t b_len) {
   return a < b + b_len && b < a + a_len;
@@ -58,7 +58,7 @@ inline bool ranges_overlap(const float* a, std::size_t a_len, const float* b, st
 // PackedF32 weights must be packed with.
 template <class Tiles = DefaultTiles>
 std::size_t gemm_panel_width() {
-  return choose_target(detail::PanelWidthDispatch<TilePolicy<Tiles>>::kTable)();
+  return detail::panel_width<TilePolicy<Tiles>>();
 }
 
 // Owns fp32 weights packed for the GEMM (see PackedF32).
@@ -130,7 +130,9 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
   args.ldc = ldc;
   args.epi = epi;
   args.pool = pool != nullptr ? pool : &default_thread_pool();
-  choose_target(detail::GemmDispatch<GemmConfig<Tiles, Weights, Epi>>::kTable)(args);
+  detail::run_gemm<GemmConfig<Tiles, Weights, Epi>>(args);
 }
 
 }  // namespace stile
+
+#include "stile/kernels/gemm_instances.hpp"  // the configurations compiled once, in stile::kernels

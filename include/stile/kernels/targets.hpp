@@ -1,5 +1,7 @@
 #pragma once
 // Compiles all of stile's SIMD kernels for every Highway target in one pass (foreach_target).
+// Heavy (every kernel for every target): included by the *_impl.hpp headers and by
+// kernels/instantiate_kernels.hpp only, never by the light API headers.
 //
 // Why one pass: Highway's per-target include guards toggle in step with foreach_target, which
 // only stays in step if each -inl.h file is compiled once per target per translation unit. Two
@@ -42,14 +44,6 @@ template <class Fn, std::size_t N>
 Fn choose_target(const Fn (&table)[N]) {
   static_assert(N == HWY_MAX_DYNAMIC_TARGETS + 2, "a table made by STILE_TARGET_TABLE");
   return table[chosen_target_index()];
-}
-
-// Name of the target the kernels run on now ("AVX2", "NEON", ...).
-inline const char* active_target_name() {
-  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    return hwy::TargetName(target);  // the list is ordered best first
-  }
-  return "none";
 }
 
 }  // namespace stile

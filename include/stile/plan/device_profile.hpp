@@ -64,7 +64,7 @@
 #include "stile/io/read_backend.hpp"
 #include "stile/io/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
-#include "stile/kernels/targets.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/model/shard_view.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/sharded_layer.hpp"

@@ -1,0 +1,85 @@
+// stile's compiled kernels: include this file in exactly one translation unit of a program, or
+// split it over several by defining STILE_KERNELS_PART to each of 0..5 in its own translation unit
+// (the stile::kernels library does: src/stile_kernels_*.cpp, which find_package(stile) builds in
+// the host's project; six parts compile in parallel). It defines the light headers' kernel entry
+// points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
+// configuration of kernels/gemm_instances.hpp, each compiled for every Highway target.
+//   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders;
+//   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict.
+// Not a header to include anywhere else (no include guard on purpose: a second inclusion of a
+// part in one program is an ODR error).
+#include <string>
+
+#include "stile/core/error.hpp"
+#include "stile/kernels/active_target.hpp"
+#include "stile/kernels/activation.hpp"
+#include "stile/kernels/gemm_impl.hpp"
+#include "stile/kernels/rowwise.hpp"
+#include "stile/kernels/targets.hpp"
+
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
+namespace stile {
+
+void layer_norm_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
+                     const float* beta, float eps) {
+  require(cols > 0 && ld >= cols, "layer_norm_rows: need 0 < cols <= ld");
+  using Fn = void (*)(float*, std::size_t, std::size_t, std::size_t, const float*, const float*, float);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(LayerNormRows);
+  choose_target(kTable)(x, rows, cols, ld, gamma, beta, eps);
+}
+
+void softmax_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
+  require(cols > 0 && ld >= cols, "softmax_rows: need 0 < cols <= ld");
+  require(scale > 0.0f, "softmax_rows: scale must be positive");
+  using Fn = void (*)(float*, std::size_t, std::size_t, std::size_t, float);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(SoftmaxRows);
+  choose_target(kTable)(x, rows, cols, ld, scale);
+}
+
+void gelu_inplace(float* x, std::size_t n) {
+  using Fn = void (*)(float*, std::size_t);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(GeluInPlace);
+  choose_target(kTable)(x, n);
+}
+
+const char* active_target_name() {
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    return hwy::TargetName(target);  // the list is ordered best first
+  }
+  return "none";
+}
+
+}  // namespace stile
+
+template std::size_t stile::detail::panel_width<stile::DefaultTiles>();
+template void stile::detail::decode_to_packed_on_target<
+    stile::GemmConfig<stile::DefaultTiles, stile::DictMatrix, stile::epilogue::None>>(const stile::DictMatrix&, float*);
+template void stile::detail::decode_to_packed_on_target<
+    stile::GemmConfig<stile::DefaultTiles, stile::StackedDict, stile::epilogue::None>>(const stile::StackedDict&,
+                                                                                         float*);
+template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kAuto>>(const stile::DictMatrix&);
+template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kTree>>(const stile::DictMatrix&);
+template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kGather>>(const stile::DictMatrix&);
+#endif  // part 0
+
+#define STILE_DEFINE_GEMM_INSTANCE(W, E) \
+  template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>(const ::stile::GemmArgs<W, E>&);
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 1
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DenseF32)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 2
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::PackedF32)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 3
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DenseF32Transposed)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 4
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DictMatrix)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 5
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::StackedDict)
+#endif
+#undef STILE_DEFINE_GEMM_INSTANCE
