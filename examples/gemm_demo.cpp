@@ -12,6 +12,7 @@
 
 #include <fmt/core.h>
 
+#include "stile/kernels/active_target.hpp"
 #include "stile/stile.hpp"
 
 namespace {
