@@ -33,7 +33,7 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/active_target.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "stile/ops/sharded_layer.hpp"
 #include "stile/ops/tiled_layer.hpp"

@@ -17,11 +17,11 @@
 
 #include <fmt/format.h>
 
-#include "stile/eval/heads_file.hpp"
-#include "stile/eval/plan_accuracy.hpp"
-#include "stile/eval/sst2.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/io/vocab.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/calibrate/plan_accuracy.hpp"
+#include "stile/calibrate/sst2.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/vocab.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "stile/plan/importance.hpp"
 

@@ -18,7 +18,7 @@
 
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/store/shard_converter.hpp"
 
 namespace {
 

@@ -27,11 +27,11 @@
 
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/eval/heads_file.hpp"
-#include "stile/eval/sst2.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/io/vocab.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/calibrate/sst2.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/vocab.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/plan/importance.hpp"
 
 #ifndef STILE_SST2_DIR

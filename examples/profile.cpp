@@ -24,7 +24,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/read_backend.hpp"
-#include "stile/io/shard_store.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
 #include "stile/plan/device_profile.hpp"
 

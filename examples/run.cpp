@@ -24,7 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "stile/engine.hpp"
-#include "stile/eval/heads_file.hpp"
+#include "stile/model/heads_file.hpp"
 #include "stile/plan/importance.hpp"
 
 namespace {

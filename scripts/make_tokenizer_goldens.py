@@ -25,7 +25,7 @@ Writes, all as small text files (see tests/tokenizer/data/README.md for the form
                                              errors="replace" does, then tokenized)
   tests/tokenizer/data/code_points.txt       what normalization + pre-tokenization do to every
                                              code point (run-length coded)
-  include/stile/io/bert_unicode_tables.hpp   the character classes the reference uses, as tables
+  include/stile/text/bert_unicode_tables.hpp   the character classes the reference uses, as tables
 
 Why the tables come from probing the reference rather than from utf8proc alone: tokenizers' Rust
 code takes its general categories (nonspacing marks, controls/format, punctuation) from the

@@ -41,12 +41,12 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/eval/heads_file.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/read_backend.hpp"
-#include "stile/io/shard_store.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/embeddings.hpp"
@@ -195,7 +195,7 @@ class Engine {
   void set_heads(HeadsFile heads) {
     const std::size_t N = store_.num_layers(), M = store_.shards_per_layer();
     require(heads.num_layers == N && heads.shards_per_layer == M,
-            io_detail::concat("engine: the heads are for a ", heads.num_layers, " x ", heads.shards_per_layer,
+            concat("engine: the heads are for a ", heads.num_layers, " x ", heads.shards_per_layer,
                               " store, this one is ", N, " x ", M));
     ShardRanking ranking = options_.ranking;
     if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
@@ -205,7 +205,7 @@ class Engine {
       if (!parse_shape_key(key, n, m) || m == M) continue;  // whole layers: nothing was chosen
       for (std::size_t l = 0; l < n; ++l) {
         require(top_shards(h.ranking, l, m) == top_shards(ranking, l, m),
-                io_detail::concat("engine: head \"", key, "\" keeps other shards of layer ", l,
+                concat("engine: head \"", key, "\" keeps other shards of layer ", l,
                                   " than the engine's importance ranking (train the heads with the same importance "
                                   "file)"));
       }
@@ -412,11 +412,11 @@ class Engine {
     try {
       backend_->read(runs, got);
     } catch (const std::system_error& e) {
-      io_detail::fail_in_file(store_.name(), "reading the shards of layer ", l, ": ", e.code().message());
+      fail_in_file(store_.name(), "reading the shards of layer ", l, ": ", e.code().message());
     }
     for (std::size_t r = 0; r < runs.size(); ++r) {
       if (got[r] < run_needs[r]) {
-        io_detail::fail_in_file(store_.name(), "reading the shards of layer ", l, ": got only ", got[r], " of the ",
+        fail_in_file(store_.name(), "reading the shards of layer ", l, ": got only ", got[r], " of the ",
                                 run_needs[r], " bytes at byte ", runs[r].offset,
                                 ": the file ended early (truncated after it was opened?)");
       }
@@ -474,7 +474,7 @@ class Engine {
     try {
       backend_->read(requests, got);
     } catch (const std::system_error& e) {
-      io_detail::fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
+      fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
     }
     std::vector<std::size_t> first_token(distinct.size(), ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -488,7 +488,7 @@ class Engine {
       const ReadRequest& r = requests[request_of[q]];
       const auto skip = static_cast<std::size_t>(store_.word_row_offset(id) - r.offset);
       if (got[request_of[q]] < skip + row_bytes) {
-        io_detail::fail_in_file(store_.name(), "reading word-embedding row ", id,
+        fail_in_file(store_.name(), "reading word-embedding row ", id,
                                 ": the file ended early (truncated after it was opened?)");
       }
       const std::span<const std::byte> row = r.out.subspan(skip, row_bytes);

@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/thread_pool.hpp"
-#include "stile/eval/layerwise.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/calibrate/layerwise.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 
 using Catch::Contains;

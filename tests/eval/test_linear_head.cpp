@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/thread_pool.hpp"
-#include "stile/eval/heads_file.hpp"
+#include "stile/model/heads_file.hpp"
 
 using Catch::Contains;
 namespace fs = std::filesystem;

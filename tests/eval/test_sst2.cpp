@@ -1,6 +1,6 @@
 // eval/sst2.hpp: the GLUE TSV reader (every bad row refused with the file and line) and the
 // seeded split (deterministic, disjoint, and the same on every platform).
-#include "stile/eval/sst2.hpp"
+#include "stile/calibrate/sst2.hpp"
 
 #include <unistd.h>
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stile/io/shard_store.hpp"
+#include "stile/store/shard_store.hpp"
 
 namespace {
 

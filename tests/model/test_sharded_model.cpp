@@ -24,7 +24,7 @@
 #include "stile/kernels/dict.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/sentence_encoder.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 
 namespace fs = std::filesystem;

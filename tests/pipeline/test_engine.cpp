@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "stile/engine.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stile/eval/heads_file.hpp"
+#include "stile/model/heads_file.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/importance.hpp"
 
@@ -29,7 +29,7 @@ void refused_or_read(Read&& read) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   refused_or_read([&] {
-    const nlohmann::json j = stile::io_detail::parse_strict_json(text, stile::device_profile_detail::kMaxJsonDepth,
+    const nlohmann::json j = stile::parse_strict_json(text, stile::device_profile_detail::kMaxJsonDepth,
                                                                  "fuzz.profile.json", "the device profile");
     const stile::DeviceProfile p = stile::DeviceProfile::from_json(j, "fuzz.profile.json");
     for (const unsigned bits : p.bits) {
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   refused_or_read([&] {
     const nlohmann::json j =
-        stile::io_detail::parse_strict_json(text, stile::heads_detail::kMaxJsonDepth, "fuzz.heads.json", "the heads file");
+        stile::parse_strict_json(text, stile::heads_detail::kMaxJsonDepth, "fuzz.heads.json", "the heads file");
     const stile::HeadsFile h = stile::HeadsFile::from_json(j, "fuzz.heads.json");
     for (const auto& [key, stored] : h.heads) {
       const std::vector<float> e(stored.head.hidden(), 0.5f);
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)h.to_json().dump();
   });
   refused_or_read([&] {
-    const nlohmann::json j = stile::io_detail::parse_strict_json(text, stile::importance_detail::kMaxJsonDepth,
+    const nlohmann::json j = stile::parse_strict_json(text, stile::importance_detail::kMaxJsonDepth,
                                                                  "fuzz.importance.json", "the importance profile");
     const stile::ImportanceProfile p = stile::ImportanceProfile::from_json(j, "fuzz.importance.json");
     (void)p.to_json().dump();

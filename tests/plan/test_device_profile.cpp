@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/io/read_backend.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/model/shard_converter.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/store/shard_converter.hpp"
 
 using Catch::Contains;
 using stile::DeviceProfile;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 
 namespace {
 

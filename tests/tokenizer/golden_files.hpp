@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stile/io/utf8.hpp"
+#include "stile/text/utf8.hpp"
 
 namespace stile_test {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "golden_files.hpp"
-#include "stile/io/bert_normalizer.hpp"
+#include "stile/text/bert_normalizer.hpp"
 
 using stile::BertNormalizer;
 using namespace stile_test;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "golden_files.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 
 using stile::Encoding;
 using stile::WordPieceOptions;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "stile/core/error.hpp"
-#include "stile/io/vocab.hpp"
+#include "stile/text/vocab.hpp"
 
 using stile::Vocab;
 using Catch::Matchers::Contains;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/utf8.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/utf8.hpp"
+#include "stile/text/wordpiece.hpp"
 
 using stile::Encoding;
 using stile::InvalidUtf8;

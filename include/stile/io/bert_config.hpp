@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 
 namespace stile {
 
@@ -41,7 +41,7 @@ inline constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 24;
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
-  io_detail::fail_in_file(file, parts...);
+  fail_in_file(file, parts...);
 }
 
 inline std::size_t read_dimension(const nlohmann::json& root, const char* key, const std::string& file) {

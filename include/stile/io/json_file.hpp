@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/strict_json.hpp"
 
-namespace stile::io_detail {
+namespace stile {
 
 // `document` names the kind of file in messages, with its article: "the device profile".
 inline nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes, int max_depth,
@@ -59,4 +59,4 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
   }
 }
 
-}  // namespace stile::io_detail
+}  // namespace stile

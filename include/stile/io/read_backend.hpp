@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 
 #if defined(STILE_HAVE_IO_URING) && STILE_HAVE_IO_URING
 #include <liburing.h>
@@ -98,7 +98,7 @@ inline ReadBackendKind parse_read_backend_kind(std::string_view name) {
   if (name == "auto") return ReadBackendKind::automatic;
   if (name == "io_uring") return ReadBackendKind::io_uring;
   if (name == "pread") return ReadBackendKind::pread;
-  throw Error(io_detail::concat("stile: unknown read backend '", name,
+  throw Error(concat("stile: unknown read backend '", name,
                                 "' (expected one of: auto, io_uring, pread)"));
 }
 
@@ -116,7 +116,7 @@ inline std::string errno_text(int err) { return std::system_category().message(e
 [[noreturn]] inline void throw_io_error(int err, const std::filesystem::path& path,
                                         std::string_view what) {
   throw std::system_error(err, std::system_category(),
-                          io_detail::concat("stile: ", path.string(), ": ", what));
+                          concat("stile: ", path.string(), ": ", what));
 }
 
 class UniqueFd {
@@ -182,27 +182,27 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
     if (file.fd.get() >= 0) {
       file.direct = true;
     } else if (err == EINVAL) {
-      add_note(note, io_detail::concat("stile: ", path.string(),
+      add_note(note, concat("stile: ", path.string(),
                                        ": the file system refuses O_DIRECT (", errno_text(err),
                                        "); reading through the page cache instead."));
     }
   }
 #else
   if (want_direct) {
-    add_note(note, io_detail::concat("stile: ", path.string(),
+    add_note(note, concat("stile: ", path.string(),
                                      ": O_DIRECT is not available on this platform; reading "
                                      "through the page cache instead."));
   }
 #endif
   if (file.fd.get() < 0 && (err == 0 || err == EINVAL)) file.fd = open_fd(path, 0, err);
-  if (file.fd.get() < 0) io_detail::fail_in_file(path.string(), "cannot open for reading (", errno_text(err), ")");
+  if (file.fd.get() < 0) fail_in_file(path.string(), "cannot open for reading (", errno_text(err), ")");
 
   struct stat st {};
   if (::fstat(file.fd.get(), &st) != 0) {
     const int e = errno;
-    io_detail::fail_in_file(path.string(), "cannot stat the open file (", errno_text(e), ")");
+    fail_in_file(path.string(), "cannot stat the open file (", errno_text(e), ")");
   }
-  if (!S_ISREG(st.st_mode)) io_detail::fail_in_file(path.string(), "not a regular file");
+  if (!S_ISREG(st.st_mode)) fail_in_file(path.string(), "not a regular file");
   file.size = static_cast<std::uint64_t>(st.st_size);
 
   if (file.direct && file.size > 0) {
@@ -215,11 +215,11 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
     const int e = n < 0 ? errno : 0;
     std::free(block);
     if (n < 0 && e == EINVAL) {
-      add_note(note, io_detail::concat("stile: ", path.string(),
+      add_note(note, concat("stile: ", path.string(),
                                        ": the file system accepts O_DIRECT but refuses direct reads (",
                                        errno_text(e), "); reading through the page cache instead."));
       file.fd = open_fd(path, 0, err);
-      if (file.fd.get() < 0) io_detail::fail_in_file(path.string(), "cannot open for reading (", errno_text(err), ")");
+      if (file.fd.get() < 0) fail_in_file(path.string(), "cannot open for reading (", errno_text(err), ")");
       file.direct = false;
     } else if (n < 0) {
       throw_io_error(e, path, "read error");
@@ -231,7 +231,7 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
 inline void check_requests(const OpenedFile& file, std::span<const ReadRequest> requests,
                            std::span<std::size_t> got) {
   if (got.size() != requests.size()) {
-    throw std::invalid_argument(io_detail::concat(
+    throw std::invalid_argument(concat(
         "stile: ", file.path.string(), ": read() got ", got.size(), " result slots for ",
         requests.size(), " requests"));
   }
@@ -241,7 +241,7 @@ inline void check_requests(const OpenedFile& file, std::span<const ReadRequest> 
     const auto address = reinterpret_cast<std::uintptr_t>(r.out.data());
     if (r.offset % kDirectAlignment != 0 || r.out.size() % kDirectAlignment != 0 ||
         address % kDirectAlignment != 0) {
-      throw std::invalid_argument(io_detail::concat(
+      throw std::invalid_argument(concat(
           "stile: ", file.path.string(), ": read request ", i, " (offset ", r.offset, ", ",
           r.out.size(), " bytes, buffer address % 4096 = ", static_cast<std::uint64_t>(address % kDirectAlignment),
           ") is not aligned to 4096 bytes, which O_DIRECT requires for the offset, the size and "
@@ -317,7 +317,7 @@ class PreadBackend final : public ReadBackend {
   }
 
   std::string describe() const override {
-    return io_detail::concat("pread x", threads_, threads_ == 1 ? " thread" : " threads",
+    return concat("pread x", threads_, threads_ == 1 ? " thread" : " threads",
                              file_.direct ? ", O_DIRECT" : ", buffered");
   }
   std::uint64_t file_size() const noexcept override { return file_.size; }
@@ -426,7 +426,7 @@ class IoUringBackend final : public ReadBackend {
     auto backend = std::unique_ptr<IoUringBackend>(new IoUringBackend());
     const int rc = io_uring_queue_init(static_cast<unsigned>(depth), &backend->ring_, 0);
     if (rc < 0) {
-      why = io_detail::concat("io_uring_queue_init: ", errno_text(-rc));
+      why = concat("io_uring_queue_init: ", errno_text(-rc));
       return nullptr;
     }
     backend->ring_ready_ = true;
@@ -552,7 +552,7 @@ inline std::unique_ptr<ReadBackend> open_read_backend(const std::filesystem::pat
 #if STILE_READ_BACKEND_IO_URING
   std::string ring_error;
   if (auto ring = d::IoUringBackend::create(file, options.queue_depth, ring_error)) return ring;
-  why = io_detail::concat("io_uring is unavailable (", ring_error, ")");
+  why = concat("io_uring is unavailable (", ring_error, ")");
 #elif defined(__linux__)
   why = "stile was built without io_uring (liburing not found)";
 #else
@@ -560,7 +560,7 @@ inline std::unique_ptr<ReadBackend> open_read_backend(const std::filesystem::pat
 #endif
   auto fallback = std::make_unique<d::PreadBackend>(std::move(file), options.pread_threads);
   if (!why.empty()) {
-    d::add_note(note, io_detail::concat("stile: ", path.string(), ": ", why, "; reading with ",
+    d::add_note(note, concat("stile: ", path.string(), ": ", why, "; reading with ",
                                         fallback->describe(), " instead."));
   }
   return fallback;

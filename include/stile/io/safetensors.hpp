@@ -41,7 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/strict_json.hpp"
 
 namespace stile {
@@ -157,11 +157,10 @@ namespace safetensors_detail {
 // safetensors header and is refused before it costs memory.
 inline constexpr int kMaxJsonDepth = 8;
 
-using io_detail::concat;
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
-  io_detail::fail_in_file(file, parts...);
+  fail_in_file(file, parts...);
 }
 
 // A name for an error message, quoted and cut short (names come from the file).
@@ -171,7 +170,6 @@ inline std::string quote_name(std::string_view s) {
   return concat("'", s, "'");
 }
 
-using io_detail::json_excerpt;
 
 inline std::string shape_to_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -326,7 +324,7 @@ inline SafetensorsHeader parse_safetensors_header(std::span<const std::byte> fil
 
   const std::string_view text(reinterpret_cast<const char*>(file_bytes.data() + 8),
                               static_cast<std::size_t>(header_len));
-  const nlohmann::json root = io_detail::parse_strict_json(text, kMaxJsonDepth, display_name, "the header");
+  const nlohmann::json root = parse_strict_json(text, kMaxJsonDepth, display_name, "the header");
   if (!root.is_object()) {
     fail(display_name, "header JSON is not an object (it is ", root.type_name(), ")");
   }
@@ -486,7 +484,7 @@ class SafetensorsFile {
   // files written by the reference implementation, which aligns the data section).
   std::span<const float> f32_span(std::string_view name) const {
     const TensorInfo& t = tensor(name);
-    const std::string what = safetensors_detail::concat("tensor ", safetensors_detail::quote_name(t.name));
+    const std::string what = concat("tensor ", safetensors_detail::quote_name(t.name));
     if (t.dtype != DType::F32) {
       safetensors_detail::fail(path_, what, " has dtype ", dtype_name(t.dtype), ", not F32; use to_f32() to convert it");
     }

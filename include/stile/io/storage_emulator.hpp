@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/read_backend.hpp"
 
 namespace stile {
@@ -55,7 +55,7 @@ inline StorageProfile storage_profile(std::string_view name) {
     if (!known.empty()) known += ", ";
     known += n;
   }
-  throw Error(io_detail::concat("stile: unknown storage profile '", name, "' (known: ", known, ")"));
+  throw Error(concat("stile: unknown storage profile '", name, "' (known: ", known, ")"));
 }
 
 namespace storage_emulator_detail {
@@ -72,7 +72,7 @@ inline std::string describe_profile(const StorageProfile& p) {
   } else {
     std::snprintf(latency, sizeof latency, "%g ms per request", p.latency_s * 1e3);
   }
-  return io_detail::concat(std::string_view(bandwidth), ", ", std::string_view(latency));
+  return concat(std::string_view(bandwidth), ", ", std::string_view(latency));
 }
 
 class EmulatedStorage final : public ReadBackend {
@@ -83,7 +83,7 @@ class EmulatedStorage final : public ReadBackend {
       : inner_(std::move(inner)), profile_(std::move(profile)) {}
 
   std::string describe() const override {
-    return io_detail::concat(inner_->describe(), " + ", profile_.name, " emulator (",
+    return concat(inner_->describe(), " + ", profile_.name, " emulator (",
                              describe_profile(profile_), ")");
   }
   std::uint64_t file_size() const noexcept override { return inner_->file_size(); }
@@ -129,7 +129,7 @@ inline std::unique_ptr<ReadBackend> emulate_storage(std::unique_ptr<ReadBackend>
   require(inner != nullptr, "emulate_storage needs a backend to wrap");
   require(std::isfinite(profile.bandwidth_bytes_per_s) && profile.bandwidth_bytes_per_s >= 0 &&
               std::isfinite(profile.latency_s) && profile.latency_s >= 0,
-          io_detail::concat("storage profile '", profile.name,
+          concat("storage profile '", profile.name,
                             "' needs a finite bandwidth and latency, both >= 0"));
   if (profile.bandwidth_bytes_per_s == 0 && profile.latency_s == 0) return inner;
   return std::make_unique<storage_emulator_detail::EmulatedStorage>(std::move(inner), profile);

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 
-namespace stile::io_detail {
+namespace stile {
 
 // A JSON value for an error message, cut short: a hostile file may hold megabytes in one value.
 inline std::string json_excerpt(const nlohmann::json& value) {
@@ -60,4 +60,4 @@ inline nlohmann::json parse_strict_json(std::string_view text, int max_depth, st
   }
 }
 
-}  // namespace stile::io_detail
+}  // namespace stile

@@ -12,7 +12,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_weights.hpp"
 #include "stile/model/embeddings.hpp"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "stile/io/bert_config.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/ops/layer_view.hpp"
@@ -81,7 +81,7 @@ struct BertWeights {
       if (!same) {
         std::string want;
         for (std::size_t s : shape) want += (want.empty() ? "" : ", ") + std::to_string(s);
-        io_detail::fail_in_file(w.file.path(), "tensor '", full, "' has the wrong shape for config.json (want [", want, "])");
+        fail_in_file(w.file.path(), "tensor '", full, "' has the wrong shape for config.json (want [", want, "])");
       }
       return full;
     };

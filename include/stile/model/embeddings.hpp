@@ -9,7 +9,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 
 namespace stile {
 

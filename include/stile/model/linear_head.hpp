@@ -26,7 +26,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/strict_json.hpp"
 
 namespace stile {
@@ -320,8 +320,8 @@ inline nlohmann::json head_to_json(const LinearHead& head) {
 
 // Validates a head's JSON; errors are "stile: <file>: <where>: <problem>" (where: e.g. "head \"gold\"").
 inline LinearHead head_from_json(const nlohmann::json& j, std::string_view file, std::string_view where) {
-  auto fail = [&](auto... parts) { io_detail::fail_in_file(file, where, ": ", parts...); };
-  if (!j.is_object()) fail("must be a JSON object, got ", io_detail::json_excerpt(j));
+  auto fail = [&](auto... parts) { fail_in_file(file, where, ": ", parts...); };
+  if (!j.is_object()) fail("must be a JSON object, got ", json_excerpt(j));
   for (const auto& [key, value] : j.items()) {
     if (key != "labels" && key != "weight" && key != "bias") fail("unknown key \"", key, "\"");
   }
@@ -329,11 +329,11 @@ inline LinearHead head_from_json(const nlohmann::json& j, std::string_view file,
     if (!j.contains(key)) fail("missing \"", std::string_view(key), "\"");
   }
   auto finite = [&](const nlohmann::json& v, std::string_view what) {
-    if (!v.is_number()) fail(what, " must be a finite number, got ", io_detail::json_excerpt(v));
+    if (!v.is_number()) fail(what, " must be a finite number, got ", json_excerpt(v));
     const double x = v.get<double>();
     // A float is what the head holds: a value beyond its range would become infinity.
     if (!std::isfinite(x) || std::abs(x) > double(std::numeric_limits<float>::max())) {
-      fail(what, " must be a finite float, got ", io_detail::json_excerpt(v));
+      fail(what, " must be a finite float, got ", json_excerpt(v));
     }
     return static_cast<float>(x);
   };
@@ -341,7 +341,7 @@ inline LinearHead head_from_json(const nlohmann::json& j, std::string_view file,
   const nlohmann::json& labels = j.at("labels");
   if (!labels.is_array() || labels.size() < 2) fail("\"labels\" must be an array of at least 2 names");
   for (const auto& l : labels) {
-    if (!l.is_string()) fail("\"labels\" must hold strings, got ", io_detail::json_excerpt(l));
+    if (!l.is_string()) fail("\"labels\" must hold strings, got ", json_excerpt(l));
     head.labels.push_back(l.get<std::string>());
   }
   const std::size_t C = head.labels.size();
@@ -353,11 +353,11 @@ inline LinearHead head_from_json(const nlohmann::json& j, std::string_view file,
     if (!row.is_array() || row.empty()) fail("\"weight\"[", c, "] must be a non-empty array of numbers");
     if (c == 0) d = row.size();
     if (row.size() != d) fail("\"weight\"[", c, "] has ", row.size(), " values, row 0 has ", d);
-    for (std::size_t i = 0; i < d; ++i) head.weight.push_back(finite(row[i], io_detail::concat("\"weight\"[", c, "][", i, "]")));
+    for (std::size_t i = 0; i < d; ++i) head.weight.push_back(finite(row[i], concat("\"weight\"[", c, "][", i, "]")));
   }
   const nlohmann::json& bias = j.at("bias");
   if (!bias.is_array() || bias.size() != C) fail("\"bias\" must be an array of ", C, " numbers (one per label)");
-  for (std::size_t c = 0; c < C; ++c) head.bias.push_back(finite(bias[c], io_detail::concat("\"bias\"[", c, "]")));
+  for (std::size_t c = 0; c < C; ++c) head.bias.push_back(finite(bias[c], concat("\"bias\"[", c, "]")));
   return head;
 }
 

@@ -51,8 +51,8 @@
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/io/file_error.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/core/file_error.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/model/bert_model.hpp"
 
 namespace stile {
@@ -78,7 +78,7 @@ inline constexpr const char* kDefaultPoolingDir = "1_Pooling";
 
 template <class... Parts>
 [[noreturn]] void fail(const fs::path& file, const Parts&... parts) {
-  io_detail::fail_in_file(file.string(), parts...);
+  fail_in_file(file.string(), parts...);
 }
 
 // The parsed JSON object in file, or nothing when the file does not exist.

@@ -19,7 +19,7 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
-#include "stile/model/shard_view.hpp"
+#include "stile/store/shard_view.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/tiled_layer.hpp"
 

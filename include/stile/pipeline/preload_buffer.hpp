@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "stile/core/aligned_buffer.hpp"
-#include "stile/model/shard_view.hpp"
+#include "stile/store/shard_view.hpp"
 #include "stile/model/submodel.hpp"
 
 namespace stile {

@@ -59,13 +59,13 @@
 #include "stile/core/error.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/read_backend.hpp"
-#include "stile/io/shard_store.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/kernels/active_target.hpp"
-#include "stile/model/shard_view.hpp"
+#include "stile/store/shard_view.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/sharded_layer.hpp"
 
@@ -94,7 +94,7 @@ struct DeviceProfile {
   double compute_ms_at(unsigned bits_wanted, std::size_t tokens, std::size_t m) const {
     const std::size_t b = bits_index(bits_wanted);
     if (m < 1 || m > shards_per_layer) {
-      throw Error(io_detail::concat("stile: device profile: m = ", m, " shards is outside 1..", shards_per_layer,
+      throw Error(concat("stile: device profile: m = ", m, " shards is outside 1..", shards_per_layer,
                                     " (the profile's shards per layer)"));
     }
     const std::size_t i = length_index(tokens);
@@ -131,8 +131,8 @@ struct DeviceProfile {
     const auto it = std::find(bits.begin(), bits.end(), wanted);
     if (it == bits.end()) {
       std::string have;
-      for (const unsigned b : bits) have += io_detail::concat(have.empty() ? "" : ", ", b);
-      throw Error(io_detail::concat("stile: device profile: no measurements at ", wanted, " bits (it has [", have,
+      for (const unsigned b : bits) have += concat(have.empty() ? "" : ", ", b);
+      throw Error(concat("stile: device profile: no measurements at ", wanted, " bits (it has [", have,
                                     "])"));
     }
     return static_cast<std::size_t>(it - bits.begin());
@@ -155,7 +155,7 @@ namespace device_profile_detail {
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view where, const Parts&... parts) {
-  io_detail::fail_in_file(where, "device profile: ", parts...);
+  fail_in_file(where, "device profile: ", parts...);
 }
 
 // A profile is a few KB; anything near this is not one.
@@ -173,20 +173,20 @@ inline std::uint64_t whole_number(const nlohmann::json& v, std::string_view what
   // Parsed text gives unsigned numbers; a json built in memory from int literals gives signed.
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  fail(where, what, " must be a whole number >= 0, got ", io_detail::json_excerpt(v));
+  fail(where, what, " must be a whole number >= 0, got ", json_excerpt(v));
 }
 
 inline double time_value(const nlohmann::json& v, std::string_view what, std::string_view where) {
   // JSON has no NaN or infinity: nlohmann writes them as null, so null is how they come back.
-  if (!v.is_number()) fail(where, what, " must be a finite number >= 0, got ", io_detail::json_excerpt(v));
+  if (!v.is_number()) fail(where, what, " must be a finite number >= 0, got ", json_excerpt(v));
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0) fail(where, what, " must be a finite number >= 0, got ", io_detail::json_excerpt(v));
+  if (!std::isfinite(x) || x < 0) fail(where, what, " must be a finite number >= 0, got ", json_excerpt(v));
   return x;
 }
 
 inline const nlohmann::json& array_of(const nlohmann::json& v, std::size_t size, std::string_view what,
                                       std::string_view size_reason, std::string_view where) {
-  if (!v.is_array()) fail(where, what, " must be an array, got ", io_detail::json_excerpt(v));
+  if (!v.is_array()) fail(where, what, " must be an array, got ", json_excerpt(v));
   if (v.size() != size) fail(where, what, " has ", v.size(), " entries, expected ", size, " (", size_reason, ")");
   return v;
 }
@@ -195,21 +195,21 @@ inline std::vector<double> times(const nlohmann::json& v, std::size_t size, cons
                                  std::string_view size_reason, std::string_view where) {
   array_of(v, size, what, size_reason, where);
   std::vector<double> out;
-  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(time_value(v[i], io_detail::concat(what, "[", i, "]"), where));
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(time_value(v[i], concat(what, "[", i, "]"), where));
   return out;
 }
 
 // A strictly increasing, non-empty list of whole numbers in [lo, hi].
 inline std::vector<std::uint64_t> increasing(const nlohmann::json& v, const char* key, std::uint64_t lo,
                                              std::uint64_t hi, std::string_view where) {
-  const std::string what = io_detail::concat("\"", std::string_view(key), "\"");
-  if (!v.is_array() || v.empty()) fail(where, what, " must be a non-empty array, got ", io_detail::json_excerpt(v));
+  const std::string what = concat("\"", std::string_view(key), "\"");
+  if (!v.is_array() || v.empty()) fail(where, what, " must be a non-empty array, got ", json_excerpt(v));
   std::vector<std::uint64_t> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::uint64_t x = whole_number(v[i], io_detail::concat(what, "[", i, "]"), where);
+    const std::uint64_t x = whole_number(v[i], concat(what, "[", i, "]"), where);
     if (x < lo || x > hi) fail(where, what, "[", i, "] = ", x, " is outside ", lo, "..", hi);
     if (!out.empty() && x <= out.back()) {
-      fail(where, what, " must be strictly increasing: ", io_detail::json_excerpt(v));
+      fail(where, what, " must be strictly increasing: ", json_excerpt(v));
     }
     out.push_back(x);
   }
@@ -296,17 +296,17 @@ inline std::string profile_text(const nlohmann::json& j) {
     machine.replace(at, 1, "\n  ");
   }
   std::string text = "{\n";
-  for (const char* key : {"format", "version"}) text += io_detail::concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
-  text += io_detail::concat("  \"machine\": ", machine, ",\n");
+  for (const char* key : {"format", "version"}) text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
+  text += concat("  \"machine\": ", machine, ",\n");
   for (const char* key : {"bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer", "num_layers"}) {
-    text += io_detail::concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
+    text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
   }
   text += "  \"compute_ms\": [";
   const nlohmann::json& compute = j.at("compute_ms");
   for (std::size_t b = 0; b < compute.size(); ++b) {
     text += b == 0 ? "\n    [" : ",\n    [";
     for (std::size_t i = 0; i < compute[b].size(); ++i) {
-      text += io_detail::concat(i == 0 ? "\n      " : ",\n      ", compute[b][i].dump());
+      text += concat(i == 0 ? "\n      " : ",\n      ", compute[b][i].dump());
     }
     text += "\n    ]";
   }
@@ -318,7 +318,7 @@ inline std::string profile_text(const nlohmann::json& j) {
 
 inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& where) {
   namespace d = device_profile_detail;
-  if (!j.is_object()) d::fail(where, "must be a JSON object, got ", io_detail::json_excerpt(j));
+  if (!j.is_object()) d::fail(where, "must be a JSON object, got ", json_excerpt(j));
   static constexpr const char* kKeys[] = {"format",  "version",          "machine",    "bits",
                                           "io_ms",   "shard_bytes",      "lengths",    "shards_per_layer",
                                           "num_layers", "compute_ms"};
@@ -330,7 +330,7 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   }
   const nlohmann::json& format = d::member(j, "format", where);
   if (!format.is_string() || format.get<std::string>() != kDeviceProfileFormatName) {
-    d::fail(where, "\"format\" is ", io_detail::json_excerpt(format), ", expected \"", kDeviceProfileFormatName,
+    d::fail(where, "\"format\" is ", json_excerpt(format), ", expected \"", kDeviceProfileFormatName,
             "\" (not a device profile)");
   }
   const std::uint64_t version = d::whole_number(d::member(j, "version", where), "\"version\"", where);
@@ -340,7 +340,7 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   }
   DeviceProfile p;
   p.machine = d::member(j, "machine", where);
-  if (!p.machine.is_object()) d::fail(where, "\"machine\" must be a JSON object, got ", io_detail::json_excerpt(p.machine));
+  if (!p.machine.is_object()) d::fail(where, "\"machine\" must be a JSON object, got ", json_excerpt(p.machine));
   for (const std::uint64_t b : d::increasing(d::member(j, "bits", where), "bits", 1, 32, where)) {
     p.bits.push_back(static_cast<unsigned>(b));
   }
@@ -360,11 +360,11 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   const nlohmann::json& compute = d::array_of(d::member(j, "compute_ms", where), nb, "\"compute_ms\"",
                                               "one per bitwidth", where);
   for (std::size_t b = 0; b < nb; ++b) {
-    const std::string at_b = io_detail::concat("\"compute_ms\"[", b, "]");
+    const std::string at_b = concat("\"compute_ms\"[", b, "]");
     d::array_of(compute[b], nl, at_b, "one per length bucket", where);
     std::vector<std::vector<double>>& per_length = p.compute_ms.emplace_back();
     for (std::size_t i = 0; i < nl; ++i) {
-      per_length.push_back(d::times(compute[b][i], p.shards_per_layer, io_detail::concat(at_b, "[", i, "]"),
+      per_length.push_back(d::times(compute[b][i], p.shards_per_layer, concat(at_b, "[", i, "]"),
                                     "one per m = 1..shards_per_layer", where));
     }
   }
@@ -376,13 +376,13 @@ inline void DeviceProfile::save(const std::filesystem::path& path) const {
   try {
     text = device_profile_detail::profile_text(to_json());
   } catch (const nlohmann::json::exception& e) {
-    io_detail::fail_in_file(path.string(), "cannot write the device profile: ", e.what());
+    fail_in_file(path.string(), "cannot write the device profile: ", e.what());
   }
-  io_detail::write_file_atomically(path, text);
+  write_file_atomically(path, text);
 }
 
 inline DeviceProfile DeviceProfile::load(const std::filesystem::path& path) {
-  return from_json(io_detail::read_json_file(path, device_profile_detail::kMaxProfileBytes,
+  return from_json(read_json_file(path, device_profile_detail::kMaxProfileBytes,
                                              device_profile_detail::kMaxJsonDepth, "the device profile"),
                    path.string());
 }

@@ -61,13 +61,13 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/eval/heads_file.hpp"
-#include "stile/eval/layerwise.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/calibrate/layerwise.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/json_file.hpp"
-#include "stile/io/shard_store.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/submodel.hpp"
 #include "stile/plan/planner.hpp"
@@ -255,23 +255,23 @@ inline nlohmann::json score_to_json(const HeadScore& s) {
 
 inline HeadScore score_from_json(const nlohmann::json& v, std::size_t sentences, std::string_view what,
                                  std::string_view file) {
-  if (!v.is_object()) io_detail::fail_in_file(file, what, " must be an object, got ", io_detail::json_excerpt(v));
-  heads_detail::only_keys(v, {"correct", "accuracy", "mean_log_prob"}, io_detail::concat(what, ": "), file);
+  if (!v.is_object()) fail_in_file(file, what, " must be an object, got ", json_excerpt(v));
+  heads_detail::only_keys(v, {"correct", "accuracy", "mean_log_prob"}, concat(what, ": "), file);
   HeadScore s;
   s.total = sentences;
   const std::uint64_t correct =
-      heads_detail::whole(heads_detail::member(v, "correct", io_detail::concat(what, ": "), file),
-                          io_detail::concat(what, ".\"correct\""), file);
-  if (correct > sentences) io_detail::fail_in_file(file, what, ": ", correct, " correct of ", sentences, " sentences");
+      heads_detail::whole(heads_detail::member(v, "correct", concat(what, ": "), file),
+                          concat(what, ".\"correct\""), file);
+  if (correct > sentences) fail_in_file(file, what, ": ", correct, " correct of ", sentences, " sentences");
   s.correct = static_cast<std::size_t>(correct);
-  const nlohmann::json& acc = heads_detail::member(v, "accuracy", io_detail::concat(what, ": "), file);
+  const nlohmann::json& acc = heads_detail::member(v, "accuracy", concat(what, ": "), file);
   if (!acc.is_number() || std::abs(acc.get<double>() - s.accuracy()) > 1e-9) {
-    io_detail::fail_in_file(file, what, ": \"accuracy\" ", io_detail::json_excerpt(acc), " is not correct / sentences");
+    fail_in_file(file, what, ": \"accuracy\" ", json_excerpt(acc), " is not correct / sentences");
   }
-  const nlohmann::json& lp = heads_detail::member(v, "mean_log_prob", io_detail::concat(what, ": "), file);
+  const nlohmann::json& lp = heads_detail::member(v, "mean_log_prob", concat(what, ": "), file);
   if (!lp.is_number() || !std::isfinite(lp.get<double>()) || lp.get<double>() > 0) {
-    io_detail::fail_in_file(file, what, ": \"mean_log_prob\" must be a finite number <= 0, got ",
-                            io_detail::json_excerpt(lp));
+    fail_in_file(file, what, ": \"mean_log_prob\" must be a finite number <= 0, got ",
+                            json_excerpt(lp));
   }
   s.mean_log_prob = lp.get<double>();
   return s;
@@ -309,32 +309,32 @@ inline nlohmann::json ImportanceProfile::to_json() const {
 inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, std::string_view file) {
   namespace h = heads_detail;
   namespace d = importance_detail;
-  if (!j.is_object()) io_detail::fail_in_file(file, "must be a JSON object, got ", io_detail::json_excerpt(j));
+  if (!j.is_object()) fail_in_file(file, "must be a JSON object, got ", json_excerpt(j));
   h::only_keys(j,
                {"format", "version", "store", "num_layers", "shards_per_layer", "split", "head", "sentences",
                 "base_bits", "raised_bits", "base", "full", "shards", "ranking", "global_order"},
                "", file);
   const nlohmann::json& format = h::member(j, "format", "", file);
   if (!format.is_string() || format.get<std::string>() != kImportanceFormatName) {
-    io_detail::fail_in_file(file, "\"format\" is ", io_detail::json_excerpt(format), ", expected \"",
+    fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"",
                             kImportanceFormatName, "\" (not an importance profile)");
   }
   const std::uint64_t version = h::whole(h::member(j, "version", "", file), "\"version\"", file);
   if (version != kImportanceVersion) {
-    io_detail::fail_in_file(file, "version ", version, " is not supported (this reader supports version ",
+    fail_in_file(file, "version ", version, " is not supported (this reader supports version ",
                             kImportanceVersion, ")");
   }
   ImportanceProfile p;
   for (auto [key, out] : {std::pair<const char*, std::string*>{"store", &p.store}, {"head", &p.head}}) {
     const nlohmann::json& v = h::member(j, key, "", file);
-    if (!v.is_string()) io_detail::fail_in_file(file, "\"", key, "\" must be a string, got ", io_detail::json_excerpt(v));
+    if (!v.is_string()) fail_in_file(file, "\"", key, "\" must be a string, got ", json_excerpt(v));
     *out = v.get<std::string>();
   }
   const std::uint64_t layers = h::whole(h::member(j, "num_layers", "", file), "\"num_layers\"", file);
   const std::uint64_t shards_n = h::whole(h::member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", file);
-  if (layers < 1 || layers > 4096) io_detail::fail_in_file(file, "\"num_layers\" = ", layers, " is outside 1..4096");
+  if (layers < 1 || layers > 4096) fail_in_file(file, "\"num_layers\" = ", layers, " is outside 1..4096");
   if (shards_n < 1 || shards_n > 4096) {
-    io_detail::fail_in_file(file, "\"shards_per_layer\" = ", shards_n, " is outside 1..4096");
+    fail_in_file(file, "\"shards_per_layer\" = ", shards_n, " is outside 1..4096");
   }
   const auto N = static_cast<std::size_t>(layers), M = static_cast<std::size_t>(shards_n);
   p.num_layers = N;
@@ -342,52 +342,52 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
   p.split = recorded_split_from_json(h::member(j, "split", "", file), file);
   const std::uint64_t sentences = h::whole(h::member(j, "sentences", "", file), "\"sentences\"", file);
   if (sentences < 1 || sentences > (std::uint64_t{1} << 40)) {
-    io_detail::fail_in_file(file, "\"sentences\" = ", sentences, " must be at least 1");
+    fail_in_file(file, "\"sentences\" = ", sentences, " must be at least 1");
   }
   p.sentences = static_cast<std::size_t>(sentences);
   for (auto [key, out] : {std::pair<const char*, unsigned*>{"base_bits", &p.base_bits}, {"raised_bits", &p.raised_bits}}) {
-    const std::uint64_t b = h::whole(h::member(j, key, "", file), io_detail::concat("\"", key, "\""), file);
-    if (b < 1 || b > 32) io_detail::fail_in_file(file, "\"", key, "\" = ", b, " is outside 1..32");
+    const std::uint64_t b = h::whole(h::member(j, key, "", file), concat("\"", key, "\""), file);
+    if (b < 1 || b > 32) fail_in_file(file, "\"", key, "\" = ", b, " is outside 1..32");
     *out = static_cast<unsigned>(b);
   }
   p.base = d::score_from_json(h::member(j, "base", "", file), p.sentences, "\"base\"", file);
   p.full = d::score_from_json(h::member(j, "full", "", file), p.sentences, "\"full\"", file);
   const nlohmann::json& shards = h::member(j, "shards", "", file);
   if (!shards.is_array() || shards.size() != N) {
-    io_detail::fail_in_file(file, "\"shards\" must be an array of ", N, " layers");
+    fail_in_file(file, "\"shards\" must be an array of ", N, " layers");
   }
   for (std::size_t l = 0; l < N; ++l) {
     if (!shards[l].is_array() || shards[l].size() != M) {
-      io_detail::fail_in_file(file, "\"shards\"[", l, "] must be an array of ", M, " scores");
+      fail_in_file(file, "\"shards\"[", l, "] must be an array of ", M, " scores");
     }
     std::vector<HeadScore>& row = p.shards.emplace_back();
     for (std::size_t s = 0; s < M; ++s) {
-      row.push_back(d::score_from_json(shards[l][s], p.sentences, io_detail::concat("\"shards\"[", l, "][", s, "]"), file));
+      row.push_back(d::score_from_json(shards[l][s], p.sentences, concat("\"shards\"[", l, "][", s, "]"), file));
     }
   }
   p.ranking = ranking_from_json(h::member(j, "ranking", "", file), N, M, "\"ranking\"", file);
   const nlohmann::json& global = h::member(j, "global_order", "", file);
   if (!global.is_array() || global.size() != N * M) {
-    io_detail::fail_in_file(file, "\"global_order\" must be an array of ", N * M, " [layer, shard] pairs");
+    fail_in_file(file, "\"global_order\" must be an array of ", N * M, " [layer, shard] pairs");
   }
   std::set<LayerShard> seen;
   ShardRanking derived(N);
   for (std::size_t i = 0; i < global.size(); ++i) {
     const nlohmann::json& pair = global[i];
-    const std::string what = io_detail::concat("\"global_order\"[", i, "]");
+    const std::string what = concat("\"global_order\"[", i, "]");
     if (!pair.is_array() || pair.size() != 2) {
-      io_detail::fail_in_file(file, what, " must be a [layer, shard] pair, got ", io_detail::json_excerpt(pair));
+      fail_in_file(file, what, " must be a [layer, shard] pair, got ", json_excerpt(pair));
     }
     const std::uint64_t l = h::whole(pair[0], what, file), s = h::whole(pair[1], what, file);
-    if (l >= N || s >= M) io_detail::fail_in_file(file, what, " = [", l, ", ", s, "] is outside ", N, " x ", M);
+    if (l >= N || s >= M) fail_in_file(file, what, " = [", l, ", ", s, "] is outside ", N, " x ", M);
     const LayerShard ls{static_cast<std::size_t>(l), static_cast<std::size_t>(s)};
-    if (!seen.insert(ls).second) io_detail::fail_in_file(file, what, " = [", l, ", ", s, "] appears twice");
+    if (!seen.insert(ls).second) fail_in_file(file, what, " = [", l, ", ", s, "] appears twice");
     derived[ls.layer].push_back(ls.shard);
     p.order.push_back(ls);
   }
   for (std::size_t l = 0; l < N; ++l) {
     if (derived[l] != p.ranking[l]) {
-      io_detail::fail_in_file(file, "\"global_order\" ranks layer ", l, "'s shards differently from \"ranking\"");
+      fail_in_file(file, "\"global_order\" ranks layer ", l, "'s shards differently from \"ranking\"");
     }
   }
   return p;
@@ -398,13 +398,13 @@ inline void ImportanceProfile::save(const std::filesystem::path& path) const {
   try {
     text = to_json().dump(1) + "\n";
   } catch (const nlohmann::json::exception& e) {
-    io_detail::fail_in_file(path.string(), "cannot write the importance profile: ", e.what());
+    fail_in_file(path.string(), "cannot write the importance profile: ", e.what());
   }
-  io_detail::write_file_atomically(path, text);
+  write_file_atomically(path, text);
 }
 
 inline ImportanceProfile ImportanceProfile::load(const std::filesystem::path& path) {
-  return from_json(io_detail::read_json_file(path, importance_detail::kMaxBytes, importance_detail::kMaxJsonDepth,
+  return from_json(read_json_file(path, importance_detail::kMaxBytes, importance_detail::kMaxJsonDepth,
                                              "the importance profile"),
                    path.string());
 }

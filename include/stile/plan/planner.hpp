@@ -102,7 +102,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/model/submodel.hpp"
 #include "stile/pipeline/preload_buffer.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -247,20 +247,20 @@ inline Importance checked_importance(const DeviceProfile& p, const ShardRanking&
   const std::size_t N = p.num_layers, M = p.shards_per_layer;
   Importance out;
   if (!order.empty()) {
-    require(order.size() == N * M, io_detail::concat("planner: the importance order has ", order.size(),
+    require(order.size() == N * M, concat("planner: the importance order has ", order.size(),
                                                      " entries, the profile has ", N, " layers x ", M, " shards"));
     std::set<LayerShard> seen;
     ShardRanking derived(N);
     for (const LayerShard& ls : order) {
-      require(ls.layer < N && ls.shard < M, io_detail::concat("planner: the importance order names layer ", ls.layer,
+      require(ls.layer < N && ls.shard < M, concat("planner: the importance order names layer ", ls.layer,
                                                               " shard ", ls.shard, ", outside ", N, " x ", M));
-      require(seen.insert(ls).second, io_detail::concat("planner: the importance order names layer ", ls.layer,
+      require(seen.insert(ls).second, concat("planner: the importance order names layer ", ls.layer,
                                                         " shard ", ls.shard, " twice"));
       derived[ls.layer].push_back(ls.shard);
     }
     if (!ranking.empty()) {
       for (std::size_t l = 0; l < N && l < ranking.size(); ++l) {
-        require(ranking[l] == derived[l], io_detail::concat("planner: the importance order ranks layer ", l,
+        require(ranking[l] == derived[l], concat("planner: the importance order ranks layer ", l,
                                                             "'s shards differently from the shard ranking"));
       }
     }
@@ -273,14 +273,14 @@ inline Importance checked_importance(const DeviceProfile& p, const ShardRanking&
   } else {
     out.ranking = ranking;
   }
-  require(out.ranking.size() == N, io_detail::concat("planner: the shard ranking covers ", out.ranking.size(),
+  require(out.ranking.size() == N, concat("planner: the shard ranking covers ", out.ranking.size(),
                                                      " layers, the profile has ", N));
   for (std::size_t l = 0; l < N; ++l) {
     std::vector<std::size_t> sorted = out.ranking[l];
     std::sort(sorted.begin(), sorted.end());
     bool permutation = sorted.size() == M;
     for (std::size_t s = 0; permutation && s < M; ++s) permutation = sorted[s] == s;
-    require(permutation, io_detail::concat("planner: the shard ranking of layer ", l,
+    require(permutation, concat("planner: the shard ranking of layer ", l,
                                            " is not an order of the shards 0..", M - 1));
   }
   out.order = order.empty() ? interleaved_importance(out.ranking) : order;
@@ -290,7 +290,7 @@ inline Importance checked_importance(const DeviceProfile& p, const ShardRanking&
 inline std::vector<double> layer_compute_ms(const DeviceProfile& p, const SubmodelPlan& plan, std::size_t tokens) {
   std::vector<double> out;
   for (std::size_t k = 0; k < plan.layers.size(); ++k) {
-    require(!plan.layers[k].empty(), io_detail::concat("planner: layer ", k, " of the plan has no shards"));
+    require(!plan.layers[k].empty(), concat("planner: layer ", k, " of the plan has no shards"));
     unsigned widest = 0;
     for (const ShardChoice& c : plan.layers[k]) widest = std::max(widest, c.bits);
     out.push_back(p.compute_ms_at(widest, tokens, plan.layers[k].size()));
@@ -590,10 +590,10 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
     }
     if (out.uniform_bits != 0) {
       out.upgrades = ctx.pass2(plan, preload, options.upgrade_order.empty() ? imp.order : options.upgrade_order);
-      how = io_detail::concat("pass 1: ", out.uniform_bits, " bits; pass 2: ", out.upgrades, " shards raised");
+      how = concat("pass 1: ", out.uniform_bits, " bits; pass 2: ", out.upgrades, " shards raised");
     } else {
       out.uniform_bits = lowest;
-      how = io_detail::concat("even ", lowest, "-bit shards cannot arrive in time: the pipeline will stall");
+      how = concat("even ", lowest, "-bit shards cannot arrive in time: the pipeline will stall");
     }
   }
   out.submodel = std::move(plan);
@@ -605,19 +605,19 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   out.meets_target = !has_target || (out.valid && out.compute_ms <= T + kBudgetToleranceMs);
   out.estimated_ms = ctx.estimate(out.submodel, out.preload);
 
-  std::string text = io_detail::concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x",
+  std::string text = concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x",
                                        out.compute_shards);
   if (has_target) {
-    text += io_detail::concat(cp.meets_target ? "" : " (over the target even at 1x1)", ", target ", d::ms(T),
+    text += concat(cp.meets_target ? "" : " (over the target even at 1x1)", ", target ", d::ms(T),
                               " ms for the layers (", out.word_rows, " word rows read first)");
   }
   if (out.dropped_shards + out.dropped_layers > 0) {
-    text += io_detail::concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ",
+    text += concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ",
                               out.dropped_shards, " shards and ", out.dropped_layers, " layers dropped)");
   }
-  text += io_detail::concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits");
-  if (options.preload_held) text += io_detail::concat(" (", ctx.held_of(out.preload).size(), " held now)");
-  text += io_detail::concat("; ", how,
+  text += concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits");
+  if (options.preload_held) text += concat(" (", ctx.held_of(out.preload).size(), " held now)");
+  text += concat("; ", how,
                             "; compute ", d::ms(out.compute_ms), " ms, estimated ", d::ms(out.estimated_ms), " ms");
   if (!out.meets_target) text += "; misses the target";
   out.explain = std::move(text);

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 
 namespace stile {
 
@@ -80,13 +80,13 @@ inline LabeledSentences parse_glue_tsv(std::string_view text, std::string_view f
     if (!header_seen) {
       if (line != "sentence\tlabel") {
         constexpr std::size_t kShown = 60;  // the line comes from the file: keep messages short
-        io_detail::fail_in_file(file, "line 1: expected the header \"sentence<TAB>label\", got \"",
+        fail_in_file(file, "line 1: expected the header \"sentence<TAB>label\", got \"",
                                 line.substr(0, kShown), line.size() > kShown ? "...\"" : "\"");
       }
       header_seen = true;
       continue;
     }
-    const auto where = [&](auto... parts) { io_detail::fail_in_file(file, "line ", line_number, ": ", parts...); };
+    const auto where = [&](auto... parts) { fail_in_file(file, "line ", line_number, ": ", parts...); };
     if (line.empty()) where("empty row (expected \"sentence<TAB>label\")");
     const std::size_t tab = line.find('\t');
     if (tab == std::string_view::npos) where("no tab between the sentence and the label");
@@ -106,17 +106,17 @@ inline LabeledSentences parse_glue_tsv(std::string_view text, std::string_view f
     out.sentences.emplace_back(line.substr(0, tab));
     out.labels.push_back(value);
   }
-  if (!header_seen) io_detail::fail_in_file(file, "is empty (expected the header \"sentence<TAB>label\")");
-  if (out.size() == 0) io_detail::fail_in_file(file, "has a header but no rows");
+  if (!header_seen) fail_in_file(file, "is empty (expected the header \"sentence<TAB>label\")");
+  if (out.size() == 0) fail_in_file(file, "has a header but no rows");
   return out;
 }
 
 inline LabeledSentences read_glue_tsv(const std::filesystem::path& path, const GlueTsvOptions& options = {}) {
   const std::string file = path.string();
   std::ifstream in(path, std::ios::binary);
-  if (!in) io_detail::fail_in_file(file, "cannot open");
+  if (!in) fail_in_file(file, "cannot open");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_detail::fail_in_file(file, "cannot read");
+  if (in.bad()) fail_in_file(file, "cannot read");
   return parse_glue_tsv(text, file, options);
 }
 

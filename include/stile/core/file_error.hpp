@@ -11,7 +11,7 @@
 
 #include "stile/core/error.hpp"
 
-namespace stile::io_detail {
+namespace stile {
 
 inline void append_part(std::string& out, std::string_view part) { out += part; }
 
@@ -34,4 +34,4 @@ template <class... Parts>
   throw Error(concat("stile: ", file, ": ", parts...));
 }
 
-}  // namespace stile::io_detail
+}  // namespace stile

@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "stile/io/file_error.hpp"
-#include "stile/io/utf8.hpp"
+#include "stile/core/file_error.hpp"
+#include "stile/text/utf8.hpp"
 
 namespace stile {
 
@@ -39,9 +39,9 @@ class Vocab {
   [[nodiscard]] static Vocab load(const std::filesystem::path& file) {
     const std::string name = file.string();
     std::ifstream stream(file, std::ios::binary);
-    if (!stream) io_detail::fail_in_file(name, "cannot open the vocabulary file");
+    if (!stream) fail_in_file(name, "cannot open the vocabulary file");
     std::string contents{std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
-    if (stream.bad()) io_detail::fail_in_file(name, "read error");
+    if (stream.bad()) fail_in_file(name, "read error");
     return parse(contents, name);
   }
 
@@ -49,7 +49,7 @@ class Vocab {
   [[nodiscard]] static Vocab parse(std::string_view contents, std::string_view source) {
     Vocab vocab;
     vocab.source_ = source;
-    if (contents.empty()) io_detail::fail_in_file(source, "the vocabulary file is empty");
+    if (contents.empty()) fail_in_file(source, "the vocabulary file is empty");
     std::size_t line_begin = 0;
     while (line_begin < contents.size()) {
       std::size_t line_end = contents.find_first_of("\r\n", line_begin);
@@ -67,7 +67,7 @@ class Vocab {
     }
     for (const std::string_view required : kRequiredTokens) {
       if (!vocab.find(required)) {
-        io_detail::fail_in_file(source, "the vocabulary has no ", required,
+        fail_in_file(source, "the vocabulary has no ", required,
                                 " token (is this a BERT WordPiece vocab.txt?)");
       }
     }
@@ -92,13 +92,13 @@ class Vocab {
   // The id of a token the vocabulary must have (throws naming the file otherwise).
   [[nodiscard]] std::int32_t id_of(std::string_view token) const {
     const auto id = find(token);
-    if (!id) io_detail::fail_in_file(source_, "the vocabulary has no ", token, " token");
+    if (!id) fail_in_file(source_, "the vocabulary has no ", token, " token");
     return *id;
   }
   // The token of an id (the line's text).
   [[nodiscard]] const std::string& token(std::int32_t id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size()) {
-      io_detail::fail_in_file(source_, "token id ", id, " is out of range (the vocabulary has ",
+      fail_in_file(source_, "token id ", id, " is out of range (the vocabulary has ",
                               tokens_.size(), " tokens)");
     }
     return tokens_[static_cast<std::size_t>(id)];
@@ -124,10 +124,10 @@ class Vocab {
   void add_line(std::string_view token) {
     const std::size_t line = tokens_.size() + 1;
     if (tokens_.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
-      io_detail::fail_in_file(source_, "line ", line, ": too many tokens for 32-bit ids");
+      fail_in_file(source_, "line ", line, ": too many tokens for 32-bit ids");
     }
     if (const std::size_t bad = utf8::find_invalid(token); bad != std::string_view::npos) {
-      io_detail::fail_in_file(source_, "line ", line, ": not valid UTF-8 (at byte ", bad + 1, " of the line)");
+      fail_in_file(source_, "line ", line, ": not valid UTF-8 (at byte ", bad + 1, " of the line)");
     }
     const auto id = static_cast<std::int32_t>(tokens_.size());
     tokens_.emplace_back(token);

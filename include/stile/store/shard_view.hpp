@@ -12,7 +12,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/kernels/codec.hpp"
-#include "stile/model/shard_layout.hpp"
+#include "stile/store/shard_layout.hpp"
 
 namespace stile {
 

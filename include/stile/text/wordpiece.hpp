@@ -48,10 +48,10 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/bert_normalizer.hpp"
-#include "stile/io/file_error.hpp"
-#include "stile/io/utf8.hpp"
-#include "stile/io/vocab.hpp"
+#include "stile/text/bert_normalizer.hpp"
+#include "stile/core/file_error.hpp"
+#include "stile/text/utf8.hpp"
+#include "stile/text/vocab.hpp"
 
 namespace stile {
 
@@ -216,7 +216,7 @@ class WordPieceTokenizer {
   void check_utf8(std::string_view text, const char* which) const {
     if (options_.invalid_utf8 != InvalidUtf8::error) return;
     if (const std::size_t bad = utf8::find_invalid(text); bad != std::string_view::npos) {
-      throw Error(io_detail::concat("stile: WordPieceTokenizer: ", which,
+      throw Error(concat("stile: WordPieceTokenizer: ", which,
                                     " is not valid UTF-8 (ill-formed byte sequence at byte offset ", bad, ")"));
     }
   }

@@ -49,8 +49,8 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/eval/sst2.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/calibrate/sst2.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/model/linear_head.hpp"
@@ -110,13 +110,13 @@ inline constexpr int kMaxJsonDepth = 8;
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
-  io_detail::fail_in_file(file, parts...);
+  fail_in_file(file, parts...);
 }
 
 inline std::uint64_t whole(const nlohmann::json& v, std::string_view what, std::string_view file) {
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  fail(file, what, " must be a whole number >= 0, got ", io_detail::json_excerpt(v));
+  fail(file, what, " must be a whole number >= 0, got ", json_excerpt(v));
 }
 
 inline const nlohmann::json& member(const nlohmann::json& j, const char* key, std::string_view where,
@@ -137,15 +137,15 @@ inline void only_keys(const nlohmann::json& j, std::initializer_list<std::string
 
 // What is wrong with `ranking` as `layers` permutations of 0..shards-1; empty when nothing is.
 inline std::string ranking_problem(const ShardRanking& ranking, std::size_t layers, std::size_t shards) {
-  if (ranking.size() != layers) return io_detail::concat("the ranking has ", ranking.size(), " layers, expected ", layers);
+  if (ranking.size() != layers) return concat("the ranking has ", ranking.size(), " layers, expected ", layers);
   for (std::size_t l = 0; l < layers; ++l) {
     if (ranking[l].size() != shards) {
-      return io_detail::concat("the ranking of layer ", l, " has ", ranking[l].size(), " shards, expected ", shards);
+      return concat("the ranking of layer ", l, " has ", ranking[l].size(), " shards, expected ", shards);
     }
     std::vector<bool> seen(shards, false);
     for (const std::size_t s : ranking[l]) {
       if (s >= shards || seen[s]) {
-        return io_detail::concat("the ranking of layer ", l, " is not a permutation of 0..", shards - 1);
+        return concat("the ranking of layer ", l, " is not a permutation of 0..", shards - 1);
       }
       seen[s] = true;
     }
@@ -157,27 +157,27 @@ inline std::string ranking_problem(const ShardRanking& ranking, std::size_t laye
 inline void check_full_ranking(const ShardRanking& ranking, std::size_t layers, std::size_t shards,
                                std::string_view what) {
   const std::string problem = ranking_problem(ranking, layers, shards);
-  if (!problem.empty()) throw Error(io_detail::concat("stile: ", what, ": ", problem));
+  if (!problem.empty()) throw Error(concat("stile: ", what, ": ", problem));
 }
 
 // A ranking from JSON ([[...], ...] of whole numbers); shape checked by check_full_ranking.
 inline ShardRanking ranking_from_json(const nlohmann::json& v, std::size_t layers, std::size_t shards,
                                       std::string_view what, std::string_view file) {
-  if (!v.is_array()) io_detail::fail_in_file(file, what, " must be an array of per-layer arrays, got ", io_detail::json_excerpt(v));
+  if (!v.is_array()) fail_in_file(file, what, " must be an array of per-layer arrays, got ", json_excerpt(v));
   ShardRanking r;
   for (const auto& layer : v) {
-    if (!layer.is_array()) io_detail::fail_in_file(file, what, " must hold arrays, got ", io_detail::json_excerpt(layer));
+    if (!layer.is_array()) fail_in_file(file, what, " must hold arrays, got ", json_excerpt(layer));
     std::vector<std::size_t>& out = r.emplace_back();
     for (const auto& s : layer) {
       if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<std::int64_t>() >= 0)) {
-        io_detail::fail_in_file(file, what, " must hold whole numbers >= 0, got ", io_detail::json_excerpt(s));
+        fail_in_file(file, what, " must hold whole numbers >= 0, got ", json_excerpt(s));
       }
       const auto x = s.get<std::uint64_t>();
       out.push_back(x > shards ? shards : static_cast<std::size_t>(x));  // out of range: caught below
     }
   }
   const std::string problem = ranking_problem(r, layers, shards);
-  if (!problem.empty()) io_detail::fail_in_file(file, what, ": ", problem);
+  if (!problem.empty()) fail_in_file(file, what, ": ", problem);
   return r;
 }
 
@@ -191,7 +191,7 @@ inline nlohmann::json recorded_split_to_json(const RecordedSplit& s) {
 // {"seed", "train", "calibration", "rows"}, the parts fitting in the rows.
 inline RecordedSplit recorded_split_from_json(const nlohmann::json& split, std::string_view file) {
   namespace d = heads_detail;
-  if (!split.is_object()) io_detail::fail_in_file(file, "\"split\" must be an object, got ", io_detail::json_excerpt(split));
+  if (!split.is_object()) fail_in_file(file, "\"split\" must be an object, got ", json_excerpt(split));
   d::only_keys(split, {"seed", "train", "calibration", "rows"}, "\"split\": ", file);
   RecordedSplit r;
   r.split.seed = d::whole(d::member(split, "seed", "\"split\": ", file), "\"split\".\"seed\"", file);
@@ -201,7 +201,7 @@ inline RecordedSplit recorded_split_from_json(const nlohmann::json& split, std::
       d::whole(d::member(split, "calibration", "\"split\": ", file), "\"split\".\"calibration\"", file));
   r.rows = static_cast<std::size_t>(d::whole(d::member(split, "rows", "\"split\": ", file), "\"split\".\"rows\"", file));
   if (r.split.train > r.rows || r.split.calibration > r.rows - r.split.train) {
-    io_detail::fail_in_file(file, "\"split\": ", r.split.train, " training + ", r.split.calibration,
+    fail_in_file(file, "\"split\": ", r.split.train, " training + ", r.split.calibration,
                             " calibration rows do not fit in ", r.rows, " rows");
   }
   return r;
@@ -219,7 +219,7 @@ struct HeadsFile {
     if (it == heads.end()) {
       std::string have;
       for (const auto& [k, h] : heads) have += (have.empty() ? "" : ", ") + k;
-      io_detail::fail_in_file(file, "has no head \"", key, "\" (it has: ", have.empty() ? "none" : have,
+      fail_in_file(file, "has no head \"", key, "\" (it has: ", have.empty() ? "none" : have,
                               "); examples/train_heads makes them");
     }
     return it->second;
@@ -276,11 +276,11 @@ struct HeadsFile {
 
   static HeadsFile from_json(const nlohmann::json& j, std::string_view file) {
     namespace d = heads_detail;
-    if (!j.is_object()) d::fail(file, "must be a JSON object, got ", io_detail::json_excerpt(j));
+    if (!j.is_object()) d::fail(file, "must be a JSON object, got ", json_excerpt(j));
     d::only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
     const nlohmann::json& format = d::member(j, "format", "", file);
     if (!format.is_string() || format.get<std::string>() != kHeadsFormatName) {
-      d::fail(file, "\"format\" is ", io_detail::json_excerpt(format), ", expected \"", kHeadsFormatName,
+      d::fail(file, "\"format\" is ", json_excerpt(format), ", expected \"", kHeadsFormatName,
               "\" (not a heads file)");
     }
     const std::uint64_t version = d::whole(d::member(j, "version", "", file), "\"version\"", file);
@@ -290,7 +290,7 @@ struct HeadsFile {
     }
     HeadsFile h;
     const nlohmann::json& store = d::member(j, "store", "", file);
-    if (!store.is_string()) d::fail(file, "\"store\" must be a string, got ", io_detail::json_excerpt(store));
+    if (!store.is_string()) d::fail(file, "\"store\" must be a string, got ", json_excerpt(store));
     h.store = store.get<std::string>();
     const std::uint64_t layers = d::whole(d::member(j, "num_layers", "", file), "\"num_layers\"", file);
     const std::uint64_t shards = d::whole(d::member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", file);
@@ -302,28 +302,28 @@ struct HeadsFile {
     h.split = recorded_split_from_json(d::member(j, "split", "", file), file);
 
     const nlohmann::json& heads = d::member(j, "heads", "", file);
-    if (!heads.is_object()) d::fail(file, "\"heads\" must be an object, got ", io_detail::json_excerpt(heads));
+    if (!heads.is_object()) d::fail(file, "\"heads\" must be an object, got ", json_excerpt(heads));
     std::size_t hidden = 0;
     for (const auto& [key, value] : heads.items()) {
-      const std::string where = io_detail::concat("head \"", std::string_view(key).substr(0, 40), "\"");
+      const std::string where = concat("head \"", std::string_view(key).substr(0, 40), "\"");
       std::size_t n = 0, m = 0;
       if (key != "gold") {
         if (!parse_shape_key(key, n, m)) {
-          io_detail::fail_in_file(file, where, ": the key must be \"gold\" or \"<layers>x<shards>\"");
+          fail_in_file(file, where, ": the key must be \"gold\" or \"<layers>x<shards>\"");
         }
         if (n < 1 || n > h.num_layers || m < 1 || m > h.shards_per_layer) {
-          io_detail::fail_in_file(file, where, ": outside the store's ", h.num_layers, " x ", h.shards_per_layer);
+          fail_in_file(file, where, ": outside the store's ", h.num_layers, " x ", h.shards_per_layer);
         }
       }
-      if (!value.is_object()) io_detail::fail_in_file(file, where, ": must be a JSON object");
+      if (!value.is_object()) fail_in_file(file, where, ": must be a JSON object");
       nlohmann::json core = value;
       StoredHead stored;
       auto accuracy = [&](const char* name) {
         const auto acc = core.find(name);
-        if (acc == core.end()) io_detail::fail_in_file(file, where, ": missing \"", std::string_view(name), "\"");
+        if (acc == core.end()) fail_in_file(file, where, ": missing \"", std::string_view(name), "\"");
         if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
-          io_detail::fail_in_file(file, where, ": \"", std::string_view(name), "\" must be a number in [0, 1], got ",
-                                  io_detail::json_excerpt(*acc));
+          fail_in_file(file, where, ": \"", std::string_view(name), "\" must be a number in [0, 1], got ",
+                                  json_excerpt(*acc));
         }
         const double v = acc->get<double>();
         core.erase(acc);
@@ -332,16 +332,16 @@ struct HeadsFile {
       stored.train_accuracy = accuracy("train_accuracy");
       stored.calibration_accuracy = accuracy("calibration_accuracy");
       const auto ranking = core.find("ranking");
-      if (ranking == core.end()) io_detail::fail_in_file(file, where, ": missing \"ranking\" (null for none)");
+      if (ranking == core.end()) fail_in_file(file, where, ": missing \"ranking\" (null for none)");
       if (!ranking->is_null()) {
         stored.ranking = ranking_from_json(*ranking, h.num_layers, h.shards_per_layer,
-                                           io_detail::concat(where, ": \"ranking\""), file);
+                                           concat(where, ": \"ranking\""), file);
       }
       core.erase("ranking");
       stored.head = head_from_json(core, file, where);
       if (hidden == 0) hidden = stored.head.hidden();
       if (stored.head.hidden() != hidden) {
-        io_detail::fail_in_file(file, where, ": hidden size ", stored.head.hidden(), ", other heads have ", hidden);
+        fail_in_file(file, where, ": hidden size ", stored.head.hidden(), ", other heads have ", hidden);
       }
       h.heads.emplace(key, std::move(stored));
     }
@@ -354,13 +354,13 @@ struct HeadsFile {
     try {
       text = to_json().dump(1) + "\n";
     } catch (const nlohmann::json::exception& e) {
-      io_detail::fail_in_file(path.string(), "cannot write the heads: ", e.what());
+      fail_in_file(path.string(), "cannot write the heads: ", e.what());
     }
-    io_detail::write_file_atomically(path, text);
+    write_file_atomically(path, text);
   }
 
   static HeadsFile load(const std::filesystem::path& path) {
-    return from_json(io_detail::read_json_file(path, heads_detail::kMaxBytes, heads_detail::kMaxJsonDepth, "the heads file"),
+    return from_json(read_json_file(path, heads_detail::kMaxBytes, heads_detail::kMaxJsonDepth, "the heads file"),
                      path.string());
   }
 };

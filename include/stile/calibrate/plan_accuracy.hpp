@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/sharded_bert.hpp"

@@ -66,10 +66,10 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/strict_json.hpp"
-#include "stile/model/shard_layout.hpp"
-#include "stile/model/shard_view.hpp"
+#include "stile/store/shard_layout.hpp"
+#include "stile/store/shard_view.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile {
@@ -159,11 +159,10 @@ class ShardStoreSource {
 
 namespace shard_store_detail {
 
-using io_detail::concat;
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
-  io_detail::fail_in_file(file, parts...);
+  fail_in_file(file, parts...);
 }
 
 // The manifest's own structure nests 6 levels; the opaque "quantizer" and "stats" may nest a
@@ -219,7 +218,6 @@ inline std::optional<std::uint64_t> parse_hex64(std::string_view s) noexcept {
   return v;
 }
 
-using io_detail::json_excerpt;
 
 inline std::string version_name(std::size_t layer, std::size_t shard, unsigned bits) {
   return concat("layer ", layer, " shard ", shard, " at ", bits, " bits");
@@ -466,7 +464,7 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
 // shard layout). The manifest checksum is not checked here: ShardStore does that first; fuzzers
 // call this directly to get past it.
 inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStoreHeader& h, const std::string& file) {
-  const nlohmann::json root = io_detail::parse_strict_json(text, kMaxJsonDepth, file, "the manifest");
+  const nlohmann::json root = parse_strict_json(text, kMaxJsonDepth, file, "the manifest");
   if (!root.is_object()) fail(file, "the manifest is not a JSON object");
   const std::string top = "manifest";
 
@@ -809,7 +807,7 @@ class ShardStore {
     read_checked(info.offset, buffer.bytes_.span(), info.checksum, what);
     buffer.dictionary_ = info.dictionary;
     buffer.view_ = ShardView::parse(buffer.bytes_.span(), m_.shape, bits, buffer.dictionary_, info.outliers,
-                                    shard_store_detail::concat(name_, ": ", what));
+                                    concat(name_, ": ", what));
     return buffer;
   }
 
@@ -841,7 +839,7 @@ class ShardStore {
     }
     check_sum(bytes, info.checksum, what);
     return ShardView::parse(bytes, m_.shape, bits, info.dictionary, info.outliers,
-                            shard_store_detail::concat(name_, ": ", what));
+                            concat(name_, ": ", what));
   }
 
   LayerResident read_resident(std::size_t layer) const {
@@ -849,7 +847,7 @@ class ShardStore {
     const ShardStoreSection& s = m_.layers[layer].resident;
     std::vector<float> all(static_cast<std::size_t>(s.size / sizeof(float)));
     read_checked(s.offset, std::as_writable_bytes(std::span(all)), s.checksum,
-                 shard_store_detail::concat("layer ", layer, " resident block"));
+                 concat("layer ", layer, " resident block"));
     const std::size_t d = m_.config.hidden;
     auto part = [&](std::size_t i) {
       return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(i * d),
@@ -884,7 +882,7 @@ class ShardStore {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto id = static_cast<std::size_t>(ids[i]);
       const std::span<std::byte> row = std::as_writable_bytes(std::span(out + i * d, d));
-      read_exact(word_row_offset(id), row, shard_store_detail::concat("word-embedding row ", id));
+      read_exact(word_row_offset(id), row, concat("word-embedding row ", id));
       check_word_row(id, row);
     }
   }
@@ -1190,12 +1188,8 @@ class ShardStoreWriter {
   using Section = ShardStoreSection;
 
   template <class... Parts>
-  static std::string concat(const Parts&... parts) {
-    return io_detail::concat(parts...);
-  }
-  template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    io_detail::fail_in_file(name_, parts...);
+    fail_in_file(name_, parts...);
   }
   static std::string errno_text() { return std::system_category().message(errno); }
 

@@ -21,10 +21,10 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/io/file_error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/model/shard_layout.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/store/shard_layout.hpp"
 #include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
 
@@ -57,9 +57,9 @@ namespace converter_detail {
 
 inline std::string read_text(const std::filesystem::path& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) io_detail::fail_in_file(path.string(), "cannot open the ", what);
+  if (!in) fail_in_file(path.string(), "cannot open the ", what);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_detail::fail_in_file(path.string(), "cannot read the ", what);
+  if (in.bad()) fail_in_file(path.string(), "cannot read the ", what);
   return text;
 }
 
@@ -171,10 +171,10 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
     const TensorInfo& t = file.tensor(full);
     const std::vector<std::int64_t> want = cols == 0 ? std::vector<std::int64_t>{std::int64_t(rows)}
                                                      : std::vector<std::int64_t>{std::int64_t(rows), std::int64_t(cols)};
-    if (t.shape != want) io_detail::fail_in_file(file.path(), "tensor '", full, "' has the wrong shape for config.json");
+    if (t.shape != want) fail_in_file(file.path(), "tensor '", full, "' has the wrong shape for config.json");
     std::vector<float> v = file.to_f32(full);
     for (float x : v) {
-      if (!std::isfinite(x)) io_detail::fail_in_file(file.path(), "tensor '", full, "' holds a value that is not finite");
+      if (!std::isfinite(x)) fail_in_file(file.path(), "tensor '", full, "' holds a value that is not finite");
     }
     return v;
   };

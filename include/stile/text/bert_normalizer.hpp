@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "stile/io/bert_unicode_tables.hpp"
-#include "stile/io/utf8.hpp"
+#include "stile/text/bert_unicode_tables.hpp"
+#include "stile/text/utf8.hpp"
 
 namespace stile {
 

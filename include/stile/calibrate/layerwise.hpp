@@ -21,8 +21,8 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/shard_store.hpp"
-#include "stile/io/wordpiece.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/embeddings.hpp"
