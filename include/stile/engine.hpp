@@ -17,13 +17,22 @@
 // request, also the working buffer: `slots` layers' compressed shards, the word rows read, the
 // activations and the layer's workspace (released after the request unless keep_working_buffer).
 //
+// The request stages (each in its own header; the engine wires them and takes the lock):
+//   plan            plan/planner.hpp (two-stage planner) or the caller's plan
+//   word rows       pipeline/word_rows.hpp (reads and the word-row cache)
+//   embedding       model/store_encoder.hpp (residents, position and type rows, LayerNorm)
+//   layer reads     pipeline/layer_reader.hpp (one coalescing rule for the cost and the reads)
+//   layer compute   ops/layer_compute.hpp (one interface: CPU today; a split layer later)
+//   IO | compute    pipeline/layer_pipeline.hpp (the coroutine pipeline over the working buffer,
+//                   pipeline/working_buffer.hpp; the preload buffer, pipeline/preload_buffer.hpp)
+//   pooling, head   model/bert_model.hpp (pool_tokens), model/classifier.hpp
+//
 // Thread safety: requests and setters may come from any thread; they take turns (a setter called
 // during a request takes effect when that request ends).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -33,35 +42,33 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
-#include "stile/core/aligned_buffer.hpp"
-#include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/model/heads_file.hpp"
-#include "stile/core/file_error.hpp"
 #include "stile/io/read_backend.hpp"
-#include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
-#include "stile/text/wordpiece.hpp"
-#include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
-#include "stile/model/embeddings.hpp"
+#include "stile/model/classifier.hpp"
+#include "stile/model/heads_file.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/sharded_bert.hpp"
+#include "stile/model/store_encoder.hpp"
 #include "stile/model/submodel.hpp"
-#include "stile/ops/sharded_layer.hpp"
 #include "stile/pipeline/executor.hpp"
+#include "stile/ops/layer_compute.hpp"
 #include "stile/pipeline/layer_pipeline.hpp"
+#include "stile/pipeline/layer_reader.hpp"
 #include "stile/pipeline/preload_buffer.hpp"
 #include "stile/pipeline/timeline.hpp"
-#include "stile/pipeline/word_row_cache.hpp"
+#include "stile/pipeline/word_rows.hpp"
+#include "stile/pipeline/working_buffer.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/planner.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/wordpiece.hpp"
 
 namespace stile {
 
@@ -100,23 +107,6 @@ struct EngineResult {
   std::size_t word_cache_held_bytes = 0; // the word-row cache after this request
 };
 
-// How many read requests `versions` of layer `layer` take when, as the engine reads them, versions
-// that follow each other in the file (each rounded up to `alignment`) go in one request. On a
-// store from the reference writer (a layer's versions grouped by bitwidth, docs/format.md) a
-// layer read whole at one bitwidth is one request.
-inline std::size_t contiguous_reads(const ShardStore& store, std::size_t layer, std::span<const ShardChoice> versions,
-                                    std::size_t alignment) {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // offset, rounded size
-  for (const ShardChoice& c : versions) {
-    const ShardVersionInfo& info = store.version_info(layer, c.shard, c.bits);
-    spans.emplace_back(info.offset, (info.size + alignment - 1) / alignment * alignment);
-  }
-  std::sort(spans.begin(), spans.end());
-  std::size_t runs = 0;
-  for (std::size_t i = 0; i < spans.size(); ++i) runs += i == 0 || spans[i - 1].first + spans[i - 1].second != spans[i].first;
-  return runs;
-}
-
 class Engine {
  public:
   Engine(const std::filesystem::path& store_path, EngineOptions options = {},
@@ -124,32 +114,19 @@ class Engine {
       : options_(std::move(options)),
         store_(ShardStore::open(store_path)),
         backend_(open_backend(store_path, options_, backend_note_)),
-        embeddings_(store_.read_embeddings()),
+        layer_reader_(store_, *backend_),
+        word_rows_(store_, *backend_, options_.word_cache_bytes),
+        residents_(store_),
         tokenizer_(Vocab::parse(store_.read_vocab(), store_.name()),
                    WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
         pool_(options_.threads, /*cpu_bound_workers=*/true),
         preload_(options_.preload_bytes),
-        word_cache_(options_.word_cache_bytes, store_.config().hidden) {
+        compute_(std::make_unique<CpuLayerCompute>(pool_, options_.tiles, working_.workspace, working_.arena)) {
     require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
-    for (std::size_t l = 0; l < store_.num_layers(); ++l) residents_.push_back(store_.read_resident(l));
     if (profile) {
       check_profile(*profile);
-      PlannerOptions planner;
-      planner.target_ms = options_.target_ms;
-      planner.preload_budget_bytes = options_.preload_bytes;
-      planner.slots = slots_for(store_.num_layers());
-      planner.min_bits = options_.min_bits;
-      planner.headroom = options_.target_headroom;
-      planner.importance = options_.importance;
-      planner.version_bytes = [this](const ShardKey& k) { return version_bytes(k); };
-      planner.layer_io = layer_io_model(*profile, [this](std::size_t l, std::span<const ShardChoice> v) {
-        return contiguous_reads(store_, l, v, read_alignment());
-      });
-      // A request first reads its distinct tokens' word-embedding rows: one aligned block each.
-      planner.row_read_ms = estimated_row_read_ms(*profile, static_cast<double>(backend_->alignment() > 1
-                                                                                     ? backend_->alignment()
-                                                                                     : config().hidden * sizeof(float)));
-      planner_.emplace(std::move(*profile), options_.ranking, planner);
+      PlannerOptions planner = planner_options(*profile);
+      planner_.emplace(std::move(*profile), options_.ranking, std::move(planner));
     }
   }
 
@@ -186,47 +163,40 @@ class Engine {
   void set_head(LinearHead head) {
     head.check(config().hidden);
     std::lock_guard<std::mutex> lock(mutex_);
-    head_ = std::move(head);
+    classifier_.set_head(std::move(head));
   }
   // A head per submodel shape (examples/train_heads): each request is classified by the head of
   // its plan's shape (none, no label: a plan of uneven widths, or a shape the file lacks), and the
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads) {
-    const std::size_t N = store_.num_layers(), M = store_.shards_per_layer();
-    require(heads.num_layers == N && heads.shards_per_layer == M,
-            concat("engine: the heads are for a ", heads.num_layers, " x ", heads.shards_per_layer,
-                              " store, this one is ", N, " x ", M));
     ShardRanking ranking = options_.ranking;
     if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
-    for (const auto& [key, h] : heads.heads) {
-      h.head.check(config().hidden);
-      std::size_t n = 0, m = 0;
-      if (!parse_shape_key(key, n, m) || m == M) continue;  // whole layers: nothing was chosen
-      for (std::size_t l = 0; l < n; ++l) {
-        require(top_shards(h.ranking, l, m) == top_shards(ranking, l, m),
-                concat("engine: head \"", key, "\" keeps other shards of layer ", l,
-                                  " than the engine's importance ranking (train the heads with the same importance "
-                                  "file)"));
-      }
-    }
+    Classifier::check_heads(heads, store_.num_layers(), store_.shards_per_layer(), config().hidden, ranking);
     std::lock_guard<std::mutex> lock(mutex_);
     if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
-    heads_ = std::move(heads);
+    classifier_.set_heads(std::move(heads));
+  }
+  // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
+  // between processors or devices. It runs on the engine's compute executor, one layer at a time.
+  void set_layer_compute(std::unique_ptr<LayerCompute> compute) {
+    require(compute != nullptr, "engine: set_layer_compute needs a layer compute");
+    std::lock_guard<std::mutex> lock(mutex_);
+    compute_ = std::move(compute);
   }
   void set_word_cache_budget(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     options_.word_cache_bytes = bytes;
-    word_cache_.set_budget(bytes);
+    word_rows_.cache().set_budget(bytes);
   }
   std::size_t word_cache_held_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return word_cache_.held_bytes();
+    return word_rows_.cache().held_bytes();
   }
   // The word rows a request of these tokens would read now (its distinct tokens not cached).
   std::size_t word_rows_to_read(const Encoding& tokens) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return word_cache_.missing(tokens.input_ids);
+    return word_rows_.cache().missing(tokens.input_ids);
   }
   std::vector<ShardKey> preloaded() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -240,19 +210,13 @@ class Engine {
   // checksums), the resident parameters (biases, LayerNorms), the position and token-type
   // embeddings, and the vocabulary (counted at its text size).
   std::size_t resident_bytes() const {
-    std::size_t floats = embeddings_.position.size() + embeddings_.token_type.size() + embeddings_.ln_gamma.size() +
-                         embeddings_.ln_beta.size();
-    for (const LayerResident& r : residents_) {
-      floats += r.attn_out_bias.size() + r.ln1_gamma.size() + r.ln1_beta.size() + r.ffn_out_bias.size() +
-                r.ln2_gamma.size() + r.ln2_beta.size();
-    }
-    return store_.resident_bytes() + floats * sizeof(float) + static_cast<std::size_t>(store_.manifest().vocab.size);
+    return store_.resident_bytes() + residents_.bytes() + static_cast<std::size_t>(store_.manifest().vocab.size);
   }
 
   // Bytes the working buffer holds now (zero between requests unless keep_working_buffer).
   std::size_t working_buffer_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return working_bytes();
+    return working_.bytes();
   }
 
   // The plan for a request of `tokens` tokens reading `word_rows` word-embedding rows (unknown:
@@ -271,7 +235,7 @@ class Engine {
     // Planned for the word rows it reads and the preload versions held now (the first request,
     // or the first after the budget grew, is planned for what the buffer holds; its reads fill it).
     const ElasticPlan planned =
-        plan_locked(len, word_cache_.missing(std::span(tokens.input_ids).first(len)),
+        plan_locked(len, word_rows_.cache().missing(std::span(tokens.input_ids).first(len)),
                     [this](const ShardKey& k) { return preload_.contains(k); });
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
@@ -282,9 +246,7 @@ class Engine {
   EngineResult run(const Encoding& tokens, const SubmodelPlan& plan) {
     std::lock_guard<std::mutex> lock(mutex_);
     check_submodel_plan(store_, plan);
-    return run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) {
-                        return version_bytes(k);
-                      }));
+    return run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
   }
 
   // Reads what the preload buffer should hold and is missing, now (before the first request, say),
@@ -298,32 +260,41 @@ class Engine {
   void preload_now(const SubmodelPlan& plan) {
     std::lock_guard<std::mutex> lock(mutex_);
     check_submodel_plan(store_, plan);
-    fill_preload(plan, preload_set(plan, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); }));
+    fill_preload(plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
   }
 
  private:
   using Clock = std::chrono::steady_clock;
-  using SlotBuffer = AlignedBuffer<std::byte, 4096>;
-
-  void fill_preload(const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
-    preload_.retain_only(wanted);
-    for (std::size_t l = 0; l < plan.layers.size(); ++l) {
-      std::vector<ShardChoice> missing;
-      for (const ShardChoice& c : plan.layers[l]) {
-        if (wanted.count({l, c.shard, c.bits}) != 0 && !preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
-      }
-      if (missing.empty()) continue;
-      SlotBuffer buffer(layer_read_bytes(l, missing));
-      LayerTimes ignored;
-      const std::vector<ReadVersion> read = read_versions(l, missing, buffer.span(), ignored, Clock::now());
-      for (std::size_t i = 0; i < missing.size(); ++i) keep_preloaded(l, missing[i], read[i].bytes);
-    }
-  }
 
   static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
                                                    std::string& note) {
     std::unique_ptr<ReadBackend> backend = open_read_backend(path, o.backend, &note);
     return emulate_storage(std::move(backend), storage_profile(o.storage));
+  }
+
+  // The planner's view of this engine: the store's version sizes, its reads as the layer reader
+  // issues them, and the word rows' reads (one aligned block each).
+  PlannerOptions planner_options(const DeviceProfile& profile) const {
+    PlannerOptions planner;
+    planner.target_ms = options_.target_ms;
+    planner.preload_budget_bytes = options_.preload_bytes;
+    planner.slots = slots_for(store_.num_layers());
+    planner.min_bits = options_.min_bits;
+    planner.headroom = options_.target_headroom;
+    planner.importance = options_.importance;
+    planner.version_bytes = version_bytes_fn();
+    planner.layer_io = layer_io_model(profile, [this](std::size_t l, std::span<const ShardChoice> v) {
+      return layer_reader_.read_count(l, v);
+    });
+    const std::size_t a = backend_->alignment();
+    planner.row_read_ms = estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : config().hidden * sizeof(float)));
+    return planner;
+  }
+
+  std::function<std::size_t(const ShardKey&)> version_bytes_fn() const {
+    return [this](const ShardKey& k) {
+      return static_cast<std::size_t>(store_.version_info(k.layer, k.shard, k.bits).size);
+    };
   }
 
   void check_profile(const DeviceProfile& p) const {
@@ -342,14 +313,10 @@ class Engine {
     ElasticPlan whole;
     whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),
                                            options_.ranking);
-    whole.preload = preload_set(whole.submodel, preload_.budget_bytes(), [this](const ShardKey& k) { return version_bytes(k); });
+    whole.preload = preload_set(whole.submodel, preload_.budget_bytes(), version_bytes_fn());
     whole.valid = whole.meets_target = true;
     whole.explain = "no device profile: the whole model at " + std::to_string(store_.bits().back()) + " bits";
     return whole;
-  }
-
-  std::size_t version_bytes(const ShardKey& k) const {
-    return static_cast<std::size_t>(store_.version_info(k.layer, k.shard, k.bits).size);
   }
 
   std::size_t slots_for(std::size_t layers) const {
@@ -357,81 +324,13 @@ class Engine {
     return std::clamp<std::size_t>(options_.layers_in_flight, 1, std::max<std::size_t>(layers, 1));
   }
 
-
-  // Bytes a read of these versions of layer l takes in a buffer (each rounded to the backend's
-  // alignment, so every version starts aligned for O_DIRECT).
-  std::size_t layer_read_bytes(std::size_t l, std::span<const ShardChoice> choices) const {
-    std::size_t bytes = 0;
-    for (const ShardChoice& c : choices) bytes += round_to_alignment(store_.version_info(l, c.shard, c.bits).size);
-    return bytes;
-  }
-  std::size_t round_to_alignment(std::uint64_t bytes) const {
-    const std::size_t a = backend_->alignment();
-    return static_cast<std::size_t>((bytes + a - 1) / a * a);
-  }
-
-  struct ReadVersion {
-    ShardView view;
-    std::span<const std::byte> bytes;  // in the buffer it was read into
-  };
-
-  // Reads `choices` of layer l into `buffer` (in file order, one read per contiguous run), then
-  // checks each version; returns them in the order of `choices`. Stamps times.read_end_ms (ms
-  // from `start`) between reading and checking.
-  std::vector<ReadVersion> read_versions(std::size_t l, std::span<const ShardChoice> choices,
-                                         std::span<std::byte> buffer, LayerTimes& times,
-                                         Clock::time_point start) const {
-    struct Version {
-      std::size_t choice;
-      std::uint64_t offset;
-      std::size_t size, rounded, at;  // at: its place in `buffer`
-    };
-    std::vector<Version> order;
-    for (std::size_t i = 0; i < choices.size(); ++i) {
-      const ShardVersionInfo& info = store_.version_info(l, choices[i].shard, choices[i].bits);
-      order.push_back({i, info.offset, static_cast<std::size_t>(info.size), round_to_alignment(info.size), 0});
+  // The versions of layer l of `plan` that the preload buffer does not hold.
+  std::vector<ShardChoice> missing_of(std::size_t l, const SubmodelPlan& plan) const {
+    std::vector<ShardChoice> missing;
+    for (const ShardChoice& c : plan.layers[l]) {
+      if (!preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
     }
-    std::sort(order.begin(), order.end(), [](const Version& a, const Version& b) { return a.offset < b.offset; });
-    std::vector<ReadRequest> runs;
-    std::vector<std::size_t> run_needs;  // bytes of each run that hold versions (the rest is padding)
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      Version& v = order[i];
-      v.at = at;
-      const bool continues = i > 0 && order[i - 1].offset + order[i - 1].rounded == v.offset;  // as contiguous_reads
-      if (continues) {
-        runs.back().out = buffer.subspan(runs.back().out.data() - buffer.data(), runs.back().out.size() + v.rounded);
-        run_needs.back() = v.at + v.size - static_cast<std::size_t>(runs.back().out.data() - buffer.data());
-      } else {
-        runs.push_back({v.offset, buffer.subspan(at, v.rounded)});
-        run_needs.push_back(v.size);
-      }
-      at += v.rounded;
-    }
-    std::vector<std::size_t> got(runs.size(), 0);
-    try {
-      backend_->read(runs, got);
-    } catch (const std::system_error& e) {
-      fail_in_file(store_.name(), "reading the shards of layer ", l, ": ", e.code().message());
-    }
-    for (std::size_t r = 0; r < runs.size(); ++r) {
-      if (got[r] < run_needs[r]) {
-        fail_in_file(store_.name(), "reading the shards of layer ", l, ": got only ", got[r], " of the ",
-                                run_needs[r], " bytes at byte ", runs[r].offset,
-                                ": the file ended early (truncated after it was opened?)");
-      }
-      times.bytes_read += runs[r].out.size();
-    }
-    times.reads += runs.size();
-    times.shards_read += choices.size();
-    times.read_end_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    std::vector<ReadVersion> read(choices.size());
-    for (const Version& v : order) {
-      const ShardChoice& c = choices[v.choice];
-      read[v.choice].bytes = buffer.subspan(v.at, v.size);
-      read[v.choice].view = store_.view_version(l, c.shard, c.bits, read[v.choice].bytes);
-    }
-    return read;
+    return missing;
   }
 
   void keep_preloaded(std::size_t l, const ShardChoice& c, std::span<const std::byte> bytes) {
@@ -440,79 +339,31 @@ class Engine {
     });
   }
 
-  // The word-embedding rows of `ids` into hidden: from the word-row cache, or read through the
-  // backend, one read per distinct token (of the row's aligned block when the backend needs
-  // alignment), checked, and then cached. The cache is used in sorted id order (held rows
-  // touched, then the rows read inserted), so a caller can replay its state from the ids alone.
-  void read_word_rows(std::span<const std::int32_t> ids, float* hidden, Timeline& timeline) {
-    store_.check_word_ids(ids);
-    const std::size_t d = config().hidden;
-    const std::size_t row_bytes = d * sizeof(float);
-    const std::size_t a = backend_->alignment();
-    const std::vector<std::int32_t> distinct = WordRowCache::distinct_ids(ids);
-    // Valid until the first insert below: rows are copied out before anything is cached.
-    std::vector<std::span<const float>> held(distinct.size());
-    for (std::size_t q = 0; q < distinct.size(); ++q) held[q] = word_cache_.find(distinct[q]);
-    const auto block_of = [&](std::int32_t id) {
-      const std::uint64_t offset = store_.word_row_offset(static_cast<std::size_t>(id));
-      const std::uint64_t start = offset / a * a;
-      return std::pair{start, round_to_alignment(offset + row_bytes - start)};
-    };
-    std::size_t bytes = 0;
-    for (std::size_t q = 0; q < distinct.size(); ++q) bytes += held[q].empty() ? block_of(distinct[q]).second : 0;
-    word_rows_.resize(bytes);
-    std::vector<ReadRequest> requests;
-    std::vector<std::size_t> request_of(distinct.size(), 0);  // for the rows not held
-    for (std::size_t q = 0, at = 0; q < distinct.size(); ++q) {
-      if (!held[q].empty()) continue;
-      const auto [start, size] = block_of(distinct[q]);
-      request_of[q] = requests.size();
-      requests.push_back({start, word_rows_.span().subspan(at, size)});
-      at += size;
-    }
-    std::vector<std::size_t> got(requests.size(), 0);
-    try {
-      backend_->read(requests, got);
-    } catch (const std::system_error& e) {
-      fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
-    }
-    std::vector<std::size_t> first_token(distinct.size(), ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const auto id = static_cast<std::size_t>(ids[i]);
-      const auto q = static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), ids[i]) - distinct.begin());
-      first_token[q] = std::min(first_token[q], i);
-      if (!held[q].empty()) {
-        std::memcpy(hidden + i * d, held[q].data(), row_bytes);
-        continue;
+  void fill_preload(const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
+    preload_.retain_only(wanted);
+    for (std::size_t l = 0; l < plan.layers.size(); ++l) {
+      std::vector<ShardChoice> missing;
+      for (const ShardChoice& c : plan.layers[l]) {
+        if (wanted.count({l, c.shard, c.bits}) != 0 && !preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
       }
-      const ReadRequest& r = requests[request_of[q]];
-      const auto skip = static_cast<std::size_t>(store_.word_row_offset(id) - r.offset);
-      if (got[request_of[q]] < skip + row_bytes) {
-        fail_in_file(store_.name(), "reading word-embedding row ", id,
-                                ": the file ended early (truncated after it was opened?)");
-      }
-      const std::span<const std::byte> row = r.out.subspan(skip, row_bytes);
-      store_.check_word_row(id, row);
-      std::memcpy(hidden + i * d, row.data(), row_bytes);
+      if (missing.empty()) continue;
+      WorkingBuffer::Bytes buffer(layer_reader_.buffer_bytes(l, missing));
+      LayerTimes ignored;
+      const std::vector<ReadVersion> read = layer_reader_.read(l, missing, buffer.span(), ignored, Clock::now());
+      for (std::size_t i = 0; i < missing.size(); ++i) keep_preloaded(l, missing[i], read[i].bytes);
     }
-    for (std::size_t q = 0; q < distinct.size(); ++q) {
-      if (held[q].empty()) word_cache_.insert(distinct[q], std::span<const float>(hidden + first_token[q] * d, d));
-    }
-    for (const ReadRequest& q : requests) timeline.embed_bytes_read += q.out.size();
-    timeline.word_rows_read = requests.size();
-    timeline.word_rows_cached = distinct.size() - requests.size();
   }
 
-  // `wanted`: the versions the preload buffer should hold after this request.
-  // `plan` has passed check_submodel_plan (the callers check a given plan; the planner's are valid
-  // by construction).
+  // One request: word rows, embedding, the layer pipeline, pooling, head. `wanted`: the versions
+  // the preload buffer should hold after it. `plan` has passed check_submodel_plan (the callers
+  // check a given plan; the planner's are valid by construction).
   EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
     const Clock::time_point start = Clock::now();
     const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
     const BertConfig& c = config();
     const std::size_t d = c.hidden;
-    const std::size_t len = checked_sequence_length(tokens, 0, c.max_position_embeddings);
-    check_token_ids(tokens, len, c);
+    const TokenBatch packed = pack_tokens(std::span(&tokens, 1), c);
+    const std::size_t len = packed.tokens();
     require(len > 0, "engine: a request without tokens has no embedding");
 
     EngineResult result;
@@ -528,28 +379,23 @@ class Engine {
     struct Release {
       Engine& e;
       ~Release() {
-        if (!e.options_.keep_working_buffer) e.release_working_buffer();
+        if (!e.options_.keep_working_buffer) e.working_.release();
       }
     } release{*this};
 
     timeline.embed_start_ms = ms();
-    hidden_.resize(len * d);
-    read_word_rows(std::span(tokens.input_ids).first(len), hidden_.data(), timeline);
-    add_position_and_type(tokens, len, c, embeddings_.position.data(), embeddings_.token_type.data(), hidden_.data());
-    layer_norm_rows(hidden_.data(), len, d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
-                    c.layer_norm_eps);
+    std::vector<float>& hidden = working_.hidden;
+    hidden.resize(len * d);
+    word_rows_.read(packed.ids, hidden.data(), working_.word_rows, timeline);
+    residents_.embed(std::span(&tokens, 1), packed, c, hidden.data());
     timeline.embed_end_ms = ms();
 
     const std::size_t n = plan.layers.size();
     const std::size_t slots = slots_for(n);
     std::size_t slot_bytes = 0;
-    for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_read_bytes(l, missing_of(l, plan)));
-    slots_.resize(slots);
-    for (SlotBuffer& s : slots_) {
-      if (s.size() < slot_bytes) s.resize(slot_bytes);
-    }
+    for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing_of(l, plan)));
+    working_.reserve_slots(slots, slot_bytes);
     std::vector<std::vector<ShardView>> views(slots);
-    const std::size_t offsets[2] = {0, len};
 
     LayerJobs jobs;
     jobs.load = [&](std::size_t l, std::size_t slot, LayerTimes& t) {
@@ -557,7 +403,7 @@ class Engine {
       t.shards_preloaded = plan.layers[l].size() - missing.size();
       std::vector<ReadVersion> read;
       if (!missing.empty()) {
-        read = read_versions(l, missing, slots_[slot].span(), t, start);
+        read = layer_reader_.read(l, missing, working_.slots[slot].span(), t, start);
       } else {
         t.read_end_ms = ms();
       }
@@ -576,92 +422,44 @@ class Engine {
       }
     };
     jobs.compute = [&](std::size_t l, std::size_t slot) {
-      const ShardedLayer layer(store_.shard_shape(), views[slot], resident_view(residents_[l]));
-      if (options_.tiles.query == 0) {
-        layer.run(c, hidden_.data(), offsets, ws_, pool_);
-      } else {
-        layer.run(c, hidden_.data(), offsets, options_.tiles, arena_, pool_);
-      }
+      compute_->run(c, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
     };
-    LayerPipeline(io_, compute_).run(n, slots, options_.mode, jobs, start, timeline.layers);
+    LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
     preload_.retain_only(wanted);
 
     result.embedding.resize(d);
-    pool_tokens(hidden_, len, d, options_.pooling, result.embedding);
+    pool_tokens(hidden, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
-    const LinearHead* head = head_ ? &*head_ : nullptr;
-    if (heads_) {
-      const StoredHead* stored = heads_->find_for(plan, &result.head);
-      head = stored ? &stored->head : nullptr;
-    }
-    if (head) {
-      const std::vector<double> logits = head->logits(result.embedding);
-      result.logits.assign(logits.begin(), logits.end());
-      result.label = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    }
-    result.working_buffer_bytes = working_bytes();
+    Classification classified = classifier_.classify(plan, result.embedding);
+    result.logits = std::move(classified.logits);
+    result.label = classified.label;
+    result.head = std::move(classified.head);
+    result.working_buffer_bytes = working_.bytes();
     result.preload_held_bytes = preload_.held_bytes();
-    result.word_cache_held_bytes = word_cache_.held_bytes();
+    result.word_cache_held_bytes = word_rows_.cache().held_bytes();
     timeline.total_ms = ms();
     return result;
-  }
-
-  // The m shards a ranking keeps in layer l, sorted (empty ranking: 0..m-1).
-  static std::vector<std::size_t> top_shards(const ShardRanking& ranking, std::size_t l, std::size_t m) {
-    std::vector<std::size_t> top;
-    for (std::size_t r = 0; r < m; ++r) top.push_back(ranking.empty() ? r : ranking[l][r]);
-    std::sort(top.begin(), top.end());
-    return top;
-  }
-
-  std::vector<ShardChoice> missing_of(std::size_t l, const SubmodelPlan& plan) const {
-    std::vector<ShardChoice> missing;
-    for (const ShardChoice& c : plan.layers[l]) {
-      if (!preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
-    }
-    return missing;
-  }
-  std::size_t working_bytes() const {
-    std::size_t bytes = word_rows_.size() + hidden_.capacity() * sizeof(float) + arena_.capacity_bytes() +
-                        (ws_.qkv.size() + ws_.ctx.size() + ws_.ffn.size()) * sizeof(float);
-    for (const SlotBuffer& s : slots_) bytes += s.size();
-    return bytes;
-  }
-
-  void release_working_buffer() {
-    slots_.clear();
-    slots_.shrink_to_fit();
-    word_rows_ = SlotBuffer();
-    std::vector<float>().swap(hidden_);
-    ws_ = EncoderWorkspace();
-    arena_ = Arena();
   }
 
   EngineOptions options_;
   ShardStore store_;
   std::string backend_note_;
   std::unique_ptr<ReadBackend> backend_;
+  LayerReader layer_reader_;
+  WordRowReader word_rows_;
+  StoreResidents residents_;
   std::optional<Planner> planner_;  // with a device profile
-  EmbeddingResident embeddings_;
-  std::vector<LayerResident> residents_;
   WordPieceTokenizer tokenizer_;
-  std::optional<LinearHead> head_;
-  std::optional<HeadsFile> heads_;
+  Classifier classifier_;
   ThreadPool pool_;
   PreloadBuffer preload_;
-  WordRowCache word_cache_;
+  WorkingBuffer working_;
+  std::unique_ptr<LayerCompute> compute_;
   mutable std::mutex mutex_;  // one request at a time; setters wait for it
-
-  // The working buffer.
-  std::vector<SlotBuffer> slots_;
-  SlotBuffer word_rows_;
-  std::vector<float> hidden_;
-  EncoderWorkspace ws_;
-  Arena arena_;
 
   // Last: the executors' threads stop before anything they might touch is destroyed.
   Executor io_{"io"};
-  Executor compute_{"compute", mark_thread_cpu_bound};
+  Executor compute_executor_{"compute", mark_thread_cpu_bound};
 };
 
 }  // namespace stile

@@ -28,7 +28,9 @@
 #include "stile/model/embeddings.hpp"
 #include "stile/model/submodel.hpp"
 #include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/layer_compute.hpp"
 #include "stile/ops/sharded_layer.hpp"
+#include "stile/model/store_encoder.hpp"
 
 namespace stile {
 
@@ -45,9 +47,7 @@ struct HiddenBatch {
 class LayerwiseBert {
  public:
   // Keeps a reference to `store`, which must outlive this.
-  explicit LayerwiseBert(const ShardStore& store) : store_(store), embeddings_(store.read_embeddings()) {
-    for (std::size_t l = 0; l < store.num_layers(); ++l) residents_.push_back(store.read_resident(l));
-  }
+  explicit LayerwiseBert(const ShardStore& store) : store_(store), residents_(store) {}
 
   const BertConfig& config() const noexcept { return store_.config(); }
   const ShardStore& store() const noexcept { return store_; }
@@ -55,27 +55,13 @@ class LayerwiseBert {
   // The embedding layer's output for `batch` (word + position + type, LayerNorm).
   HiddenBatch embed(std::span<const Encoding> batch) const {
     const BertConfig& c = config();
-    const std::size_t d = c.hidden;
+    const TokenBatch packed = pack_tokens(batch, c, /*empty_is_error=*/true, "layerwise");
     HiddenBatch x;
-    std::vector<std::int32_t> ids;
-    std::vector<std::size_t> lengths;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const std::size_t len = checked_sequence_length(batch[i], i, c.max_position_embeddings);
-      require(len > 0, "layerwise: sequence " + std::to_string(i) + " has no tokens");
-      check_token_ids(batch[i], len, c);
-      lengths.push_back(len);
-      x.offsets.push_back(x.offsets.back() + len);
-      ids.insert(ids.end(), batch[i].input_ids.begin(), batch[i].input_ids.begin() + static_cast<std::ptrdiff_t>(len));
-    }
-    x.hidden.assign(x.tokens() * d, 0.0f);
+    x.offsets = packed.offsets;
+    x.hidden.assign(x.tokens() * c.hidden, 0.0f);
     if (x.tokens() == 0) return x;
-    store_.read_word_rows(ids, x.hidden.data());
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      add_position_and_type(batch[i], lengths[i], c, embeddings_.position.data(), embeddings_.token_type.data(),
-                            x.hidden.data() + x.offsets[i] * d);
-    }
-    layer_norm_rows(x.hidden.data(), x.tokens(), d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
-                    c.layer_norm_eps);
+    store_.read_word_rows(packed.ids, x.hidden.data());
+    residents_.embed(batch, packed, c, x.hidden.data());
     return x;
   }
 
@@ -92,8 +78,8 @@ class LayerwiseBert {
       views.push_back(shard(layer, s.shard, s.bits).view());
     }
     if (x.tokens() == 0) return;
-    const ShardedLayer op(store_.shard_shape(), views, resident_view(residents_[layer]));
-    op.run(config(), x.hidden.data(), x.offsets, workspace_, pool);
+    CpuLayerCompute(pool, LayerTiles{}, workspace_, arena_)
+        .run(config(), store_.shard_shape(), views, residents_.layer(layer), x.hidden.data(), x.offsets);
   }
 
   // Runs layers first..first+plan.size()-1, layer first + i from plan[i].
@@ -112,10 +98,10 @@ class LayerwiseBert {
 
  private:
   const ShardStore& store_;
-  EmbeddingResident embeddings_;
-  std::vector<LayerResident> residents_;
+  StoreResidents residents_;
   std::map<std::tuple<std::size_t, std::size_t, unsigned>, ShardBuffer> cache_;
   EncoderWorkspace workspace_;
+  Arena arena_;  // unused: the layers run untiled
 };
 
 // The sentence embeddings of x ([sequences x hidden]): mean pooling, then L2 normalization (the

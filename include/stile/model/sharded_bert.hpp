@@ -21,9 +21,11 @@
 #include "stile/text/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/embeddings.hpp"
+#include "stile/model/store_encoder.hpp"
 #include "stile/store/shard_view.hpp"
 #include "stile/model/submodel.hpp"
 #include "stile/ops/sharded_layer.hpp"
+#include "stile/ops/layer_compute.hpp"
 
 namespace stile {
 
@@ -60,9 +62,7 @@ class ShardedBert {
  public:
   static ShardedBert open(const std::filesystem::path& store_path) { return ShardedBert(ShardStore::open(store_path)); }
 
-  explicit ShardedBert(ShardStore store) : store_(std::move(store)), embeddings_(store_.read_embeddings()) {
-    for (std::size_t l = 0; l < config().num_layers; ++l) residents_.push_back(store_.read_resident(l));
-  }
+  explicit ShardedBert(ShardStore store) : store_(std::move(store)), residents_(store_) {}
 
   const BertConfig& config() const noexcept { return store_.config(); }
   const ShardStore& store() const noexcept { return store_; }
@@ -74,31 +74,15 @@ class ShardedBert {
                                   const EncodeOptions& options = {}) const {
     ThreadPool& threads = options.pool != nullptr ? *options.pool : default_thread_pool();
     const BertConfig& c = config();
-    const std::size_t d = c.hidden;
     check_submodel_plan(store_, plan);
-    std::vector<std::size_t> lengths, offsets{0};
-    std::vector<std::int32_t> ids;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const std::size_t len = checked_sequence_length(batch[i], i, c.max_position_embeddings);
-      check_token_ids(batch[i], len, c);
-      lengths.push_back(len);
-      offsets.push_back(offsets.back() + len);
-      ids.insert(ids.end(), batch[i].input_ids.begin(), batch[i].input_ids.begin() + static_cast<std::ptrdiff_t>(len));
-    }
-    const std::size_t tokens = offsets.back();
-    hidden.assign(tokens * d, 0.0f);
-    if (tokens == 0) return lengths;
-    store_.read_word_rows(ids, hidden.data());
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      add_position_and_type(batch[i], lengths[i], c, embeddings_.position.data(), embeddings_.token_type.data(),
-                            hidden.data() + offsets[i] * d);
-    }
-    layer_norm_rows(hidden.data(), tokens, d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
-                    c.layer_norm_eps);
+    const TokenBatch packed = pack_tokens(batch, c);
+    hidden.assign(packed.tokens() * c.hidden, 0.0f);
+    if (packed.tokens() == 0) return packed.lengths;
+    store_.read_word_rows(packed.ids, hidden.data());
+    residents_.embed(batch, packed, c, hidden.data());
     EncoderWorkspace ws;
     Arena own_arena;
-    Arena& arena = options.arena != nullptr ? *options.arena : own_arena;
-    const ShardShape shape = store_.shard_shape();
+    CpuLayerCompute compute(threads, options.tiles, ws, options.arena != nullptr ? *options.arena : own_arena);
     for (std::size_t l = 0; l < plan.layers.size(); ++l) {
       // The layer's shard versions are read, used and released: one layer's shards in memory.
       std::vector<ShardBuffer> buffers;
@@ -107,20 +91,14 @@ class ShardedBert {
         buffers.push_back(store_.read_shard(l, choice.shard, choice.bits));
         views.push_back(buffers.back().view());
       }
-      const ShardedLayer layer(shape, views, resident_view(residents_[l]));
-      if (options.tiles.query == 0) {
-        layer.run(c, hidden.data(), offsets, ws, threads);
-      } else {
-        layer.run(c, hidden.data(), offsets, options.tiles, arena, threads);
-      }
+      compute.run(c, store_.shard_shape(), views, residents_.layer(l), hidden.data(), packed.offsets);
     }
-    return lengths;
+    return packed.lengths;
   }
 
  private:
   ShardStore store_;
-  EmbeddingResident embeddings_;
-  std::vector<LayerResident> residents_;
+  StoreResidents residents_;
 };
 
 }  // namespace stile

@@ -1,0 +1,57 @@
+#pragma once
+// Where a layer's compute is issued. The engine, ShardedBert and the layer-wise evaluator run
+// every encoder layer through this one interface, so that a layer split between processors (CPU
+// and GPU, each on a slice of the output channels) or across devices can take the place of the
+// CPU implementation without touching the request stages around it.
+#include <cstddef>
+#include <span>
+
+#include "stile/core/arena.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/bert_config.hpp"
+#include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/layer_view.hpp"
+#include "stile/ops/sharded_layer.hpp"
+#include "stile/store/shard_layout.hpp"
+#include "stile/store/shard_view.hpp"
+
+namespace stile {
+
+class LayerCompute {
+ public:
+  virtual ~LayerCompute() = default;
+  // Runs one encoder layer in place on x ([seq_offsets.back() x config.hidden]: the packed rows of
+  // all sequences; seq_offsets: sequences + 1 row offsets), with the GEMM weights of the m shard
+  // versions `shards` (each a head and 1/M of the FFN, shape `shape`) and the layer's resident
+  // parameters. @pre shards is not empty; the views and the resident parameters outlive the call.
+  // Throws stile::Error on failure; x is then undefined.
+  virtual void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
+                   const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) = 0;
+};
+
+// The layer on the CPU thread pool, untiled (tiles {0, 0}: the workspace holds the layer's
+// activations) or tiled (the arena holds the tiles: ops/tiled_layer.hpp). Holds references only;
+// the caller owns the pool, the workspace and the arena (the engine's working buffer).
+class CpuLayerCompute final : public LayerCompute {
+ public:
+  CpuLayerCompute(ThreadPool& pool, LayerTiles tiles, EncoderWorkspace& workspace, Arena& arena)
+      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(arena) {}
+
+  void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
+           const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
+    const ShardedLayer layer(shape, shards, resident);
+    if (tiles_.query == 0) {
+      layer.run(config, x, seq_offsets, workspace_, pool_);
+    } else {
+      layer.run(config, x, seq_offsets, tiles_, arena_, pool_);
+    }
+  }
+
+ private:
+  ThreadPool& pool_;
+  LayerTiles tiles_;
+  EncoderWorkspace& workspace_;
+  Arena& arena_;
+};
+
+}  // namespace stile
