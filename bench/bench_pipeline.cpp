@@ -21,6 +21,15 @@
 #include "bench_timer.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/engine.hpp"
+#include "stile/pipeline/executor.hpp"
+#include "stile/pipeline/layer_pipeline.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/model/linear_head.hpp"
+#include "stile/pipeline/layer_reader.hpp"
+#include "stile/plan/device_profile.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/wordpiece.hpp"
+#include "stile/io/bert_config.hpp"
 
 namespace {
 

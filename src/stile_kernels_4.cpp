@@ -1,3 +1,3 @@
-// Part 4 of the stile::kernels library: see include/stile/kernels/instantiate_kernels.hpp.
+// Part 4 of the stile::compiled library: see include/stile/kernels/instantiate_kernels.hpp.
 #define STILE_KERNELS_PART 4
 #include "stile/kernels/instantiate_kernels.hpp"

@@ -1,3 +1,3 @@
-// Part 5 of the stile::kernels library: see include/stile/kernels/instantiate_kernels.hpp.
+// Part 5 of the stile::compiled library: see include/stile/kernels/instantiate_kernels.hpp.
 #define STILE_KERNELS_PART 5
 #include "stile/kernels/instantiate_kernels.hpp"

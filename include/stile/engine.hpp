@@ -29,48 +29,38 @@
 //
 // Thread safety: requests and setters may come from any thread; they take turns (a setter called
 // during a request takes effect when that request ends).
-#include <algorithm>
-#include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "stile/core/error.hpp"
-#include "stile/core/thread_pool.hpp"
 #include "stile/io/read_backend.hpp"
-#include "stile/io/storage_emulator.hpp"
-#include "stile/model/bert_model.hpp"
-#include "stile/model/classifier.hpp"
-#include "stile/model/heads_file.hpp"
-#include "stile/model/linear_head.hpp"
-#include "stile/model/sharded_bert.hpp"
-#include "stile/model/store_encoder.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/model/submodel.hpp"
-#include "stile/pipeline/executor.hpp"
-#include "stile/ops/layer_compute.hpp"
-#include "stile/pipeline/layer_pipeline.hpp"
-#include "stile/pipeline/layer_reader.hpp"
-#include "stile/pipeline/preload_buffer.hpp"
+#include "stile/ops/layer_view.hpp"
+#include "stile/pipeline/pipeline_mode.hpp"
 #include "stile/pipeline/timeline.hpp"
-#include "stile/pipeline/word_rows.hpp"
-#include "stile/pipeline/working_buffer.hpp"
-#include "stile/plan/device_profile.hpp"
-#include "stile/plan/pipeline_estimate.hpp"
-#include "stile/plan/planner.hpp"
-#include "stile/store/shard_store.hpp"
-#include "stile/text/wordpiece.hpp"
+#include "stile/plan/elastic_plan.hpp"
 
 namespace stile {
+
+// Declared here, defined in their own headers (include those to make or read one): this header
+// stays light for a host that only runs a model (engine_impl.hpp holds the engine itself).
+struct BertConfig;          // io/bert_config.hpp
+struct DeviceProfile;       // plan/device_profile.hpp
+struct Encoding;            // text/wordpiece.hpp
+struct HeadsFile;           // model/heads_file.hpp
+struct LinearHead;          // model/linear_head.hpp
+class LayerCompute;         // ops/layer_compute.hpp
+class ShardStore;           // store/shard_store.hpp
+class WordPieceTokenizer;   // text/wordpiece.hpp
+namespace detail {
+class EngineCore;
+}
+
 
 struct EngineOptions {
   ReadBackendOptions backend{};      // io_uring with O_DIRECT by default (falls back, see backend_note())
@@ -109,357 +99,77 @@ struct EngineResult {
 
 class Engine {
  public:
-  Engine(const std::filesystem::path& store_path, EngineOptions options = {},
-         std::optional<DeviceProfile> profile = std::nullopt)
-      : options_(std::move(options)),
-        store_(ShardStore::open(store_path)),
-        backend_(open_backend(store_path, options_, backend_note_)),
-        layer_reader_(store_, *backend_),
-        word_rows_(store_, *backend_, options_.word_cache_bytes),
-        residents_(store_),
-        tokenizer_(Vocab::parse(store_.read_vocab(), store_.name()),
-                   WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
-        pool_(options_.threads, /*cpu_bound_workers=*/true),
-        preload_(options_.preload_bytes),
-        compute_(std::make_unique<CpuLayerCompute>(pool_, options_.tiles, working_.workspace, working_.arena)) {
-    require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
-    if (profile) {
-      check_profile(*profile);
-      PlannerOptions planner = planner_options(*profile);
-      planner_.emplace(std::move(*profile), options_.ranking, std::move(planner));
-    }
-  }
+  // Opens the store and its backend; with a device profile (examples/profile), the two-stage
+  // planner plans each request for the target, else every request runs the whole model at the
+  // highest stored bitwidth. Throws stile::Error naming the file on a bad store or profile.
+  explicit Engine(const std::filesystem::path& store_path, EngineOptions options = {});
+  Engine(const std::filesystem::path& store_path, EngineOptions options, std::optional<DeviceProfile> profile);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
 
-  const ShardStore& store() const noexcept { return store_; }
-  const BertConfig& config() const noexcept { return store_.config(); }
-  const EngineOptions& options() const noexcept { return options_; }
-  const WordPieceTokenizer& tokenizer() const noexcept { return tokenizer_; }
-  std::string backend_description() const { return backend_->describe(); }
+  const ShardStore& store() const noexcept;
+  const BertConfig& config() const noexcept;
+  const EngineOptions& options() const noexcept;
+  const WordPieceTokenizer& tokenizer() const noexcept;
+  std::string backend_description() const;
   // The backend's buffer and offset alignment (4096 with O_DIRECT, 1 for buffered reads).
-  std::size_t read_alignment() const noexcept { return backend_->alignment(); }
+  std::size_t read_alignment() const noexcept;
   // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
-  const std::string& backend_note() const noexcept { return backend_note_; }
+  const std::string& backend_note() const noexcept;
   // The device profile the planner uses; null when the engine has none.
-  const DeviceProfile* profile() const noexcept { return planner_ ? &planner_->profile() : nullptr; }
+  const DeviceProfile* profile() const noexcept;
 
-  void set_target_ms(double target_ms) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (planner_) planner_->set_target_ms(target_ms);
-    options_.target_ms = target_ms;
-  }
-  double target_ms() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return options_.target_ms;
-  }
+  void set_target_ms(double target_ms);
+  double target_ms() const;
   // Shrinking evicts at once, from the top layers down; growing is filled by the next requests'
   // reads (or preload_now()).
-  void set_preload_budget(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    options_.preload_bytes = bytes;
-    if (planner_) planner_->set_preload_budget(bytes);
-    preload_.set_budget(bytes);
-  }
+  void set_preload_budget(std::size_t bytes);
   // One head for every plan (set_heads' per-shape heads take precedence when both are set).
-  void set_head(LinearHead head) {
-    head.check(config().hidden);
-    std::lock_guard<std::mutex> lock(mutex_);
-    classifier_.set_head(std::move(head));
-  }
+  void set_head(LinearHead head);
   // A head per submodel shape (examples/train_heads): each request is classified by the head of
   // its plan's shape (none, no label: a plan of uneven widths, or a shape the file lacks), and the
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.
-  void set_heads(HeadsFile heads) {
-    ShardRanking ranking = options_.ranking;
-    if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
-    Classifier::check_heads(heads, store_.num_layers(), store_.shards_per_layer(), config().hidden, ranking);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
-    classifier_.set_heads(std::move(heads));
-  }
+  void set_heads(HeadsFile heads);
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
   // between processors or devices. It runs on the engine's compute executor, one layer at a time.
-  void set_layer_compute(std::unique_ptr<LayerCompute> compute) {
-    require(compute != nullptr, "engine: set_layer_compute needs a layer compute");
-    std::lock_guard<std::mutex> lock(mutex_);
-    compute_ = std::move(compute);
-  }
-  void set_word_cache_budget(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    options_.word_cache_bytes = bytes;
-    word_rows_.cache().set_budget(bytes);
-  }
-  std::size_t word_cache_held_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return word_rows_.cache().held_bytes();
-  }
+  void set_layer_compute(std::unique_ptr<LayerCompute> compute);
+  void set_word_cache_budget(std::size_t bytes);
+  std::size_t word_cache_held_bytes() const;
   // The word rows a request of these tokens would read now (its distinct tokens not cached).
-  std::size_t word_rows_to_read(const Encoding& tokens) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return word_rows_.cache().missing(tokens.input_ids);
-  }
-  std::vector<ShardKey> preloaded() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return preload_.keys();
-  }
-  std::size_t preload_held_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return preload_.held_bytes();
-  }
+  std::size_t word_rows_to_read(const Encoding& tokens) const;
+  std::vector<ShardKey> preloaded() const;
+  std::size_t preload_held_bytes() const;
   // Bytes held for good besides the two buffers: the store's metadata (manifest, dictionaries, row
   // checksums), the resident parameters (biases, LayerNorms), the position and token-type
   // embeddings, and the vocabulary (counted at its text size).
-  std::size_t resident_bytes() const {
-    return store_.resident_bytes() + residents_.bytes() + static_cast<std::size_t>(store_.manifest().vocab.size);
-  }
-
+  std::size_t resident_bytes() const;
   // Bytes the working buffer holds now (zero between requests unless keep_working_buffer).
-  std::size_t working_buffer_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return working_.bytes();
-  }
+  std::size_t working_buffer_bytes() const;
 
   // The plan for a request of `tokens` tokens reading `word_rows` word-embedding rows (unknown:
   // the length bucket's): the two-stage planner's (cached per bucket and rows; replanned when the
   // target or the preload budget changes). Without a device profile: the whole model at the
   // highest stored bitwidth (a latency target then is an error).
-  ElasticPlan plan_for(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return plan_locked(tokens, word_rows);
-  }
+  ElasticPlan plan_for(std::size_t tokens, std::optional<std::size_t> word_rows = {});
 
-  EngineResult run(std::string_view text) { return run(tokenizer_.encode(text)); }
-  EngineResult run(const Encoding& tokens) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    // Planned for the word rows it reads and the preload versions held now (the first request,
-    // or the first after the budget grew, is planned for what the buffer holds; its reads fill it).
-    const ElasticPlan planned =
-        plan_locked(len, word_rows_.cache().missing(std::span(tokens.input_ids).first(len)),
-                    [this](const ShardKey& k) { return preload_.contains(k); });
-    EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
-    r.plan_note = planned.explain;
-    r.estimated_ms = planned.estimated_ms;
-    return r;
-  }
+  // A request: tokenized (or the caller's tokens), planned for the word rows it reads and the
+  // preload versions held now, run. Throws stile::Error on a failed read or bad input; the next
+  // request is unaffected.
+  EngineResult run(std::string_view text);
+  EngineResult run(const Encoding& tokens);
   // Runs the caller's plan; the preload buffer keeps its first shards in layer order that fit.
-  EngineResult run(const Encoding& tokens, const SubmodelPlan& plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    check_submodel_plan(store_, plan);
-    return run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
-  }
+  EngineResult run(const Encoding& tokens, const SubmodelPlan& plan);
 
   // Reads what the preload buffer should hold and is missing, now (before the first request, say),
   // through the same backend: for the planner's plan of a `tokens`-token request (reading
   // `word_rows` word rows; unknown: the bucket's length), or for `plan`.
-  void preload_now(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const ElasticPlan planned = plan_locked(tokens, word_rows);
-    fill_preload(planned.submodel, planned.preload);
-  }
-  void preload_now(const SubmodelPlan& plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    check_submodel_plan(store_, plan);
-    fill_preload(plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
-  }
+  void preload_now(std::size_t tokens, std::optional<std::size_t> word_rows = {});
+  void preload_now(const SubmodelPlan& plan);
 
  private:
-  using Clock = std::chrono::steady_clock;
-
-  static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
-                                                   std::string& note) {
-    std::unique_ptr<ReadBackend> backend = open_read_backend(path, o.backend, &note);
-    return emulate_storage(std::move(backend), storage_profile(o.storage));
-  }
-
-  // The planner's view of this engine: the store's version sizes, its reads as the layer reader
-  // issues them, and the word rows' reads (one aligned block each).
-  PlannerOptions planner_options(const DeviceProfile& profile) const {
-    PlannerOptions planner;
-    planner.target_ms = options_.target_ms;
-    planner.preload_budget_bytes = options_.preload_bytes;
-    planner.slots = slots_for(store_.num_layers());
-    planner.min_bits = options_.min_bits;
-    planner.headroom = options_.target_headroom;
-    planner.importance = options_.importance;
-    planner.version_bytes = version_bytes_fn();
-    planner.layer_io = layer_io_model(profile, [this](std::size_t l, std::span<const ShardChoice> v) {
-      return layer_reader_.read_count(l, v);
-    });
-    const std::size_t a = backend_->alignment();
-    planner.row_read_ms = estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : config().hidden * sizeof(float)));
-    return planner;
-  }
-
-  std::function<std::size_t(const ShardKey&)> version_bytes_fn() const {
-    return [this](const ShardKey& k) {
-      return static_cast<std::size_t>(store_.version_info(k.layer, k.shard, k.bits).size);
-    };
-  }
-
-  void check_profile(const DeviceProfile& p) const {
-    const std::string where = "engine: the device profile (made on " + p.machine.value("store", std::string("?")) + ")";
-    require(p.num_layers == store_.num_layers() && p.shards_per_layer == store_.shards_per_layer(),
-            where + " is for " + std::to_string(p.num_layers) + " layers x " + std::to_string(p.shards_per_layer) +
-                " shards, the store " + store_.name() + " has " + std::to_string(store_.num_layers()) + " x " +
-                std::to_string(store_.shards_per_layer()));
-    require(p.bits == store_.bits(), where + " has other bitwidths than the store " + store_.name());
-  }
-
-  ElasticPlan plan_locked(std::size_t tokens, std::optional<std::size_t> word_rows = {},
-                          const std::function<bool(const ShardKey&)>& held = {}) {
-    if (planner_) return planner_->plan(tokens, word_rows, held);
-    require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
-    ElasticPlan whole;
-    whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),
-                                           options_.ranking);
-    whole.preload = preload_set(whole.submodel, preload_.budget_bytes(), version_bytes_fn());
-    whole.valid = whole.meets_target = true;
-    whole.explain = "no device profile: the whole model at " + std::to_string(store_.bits().back()) + " bits";
-    return whole;
-  }
-
-  std::size_t slots_for(std::size_t layers) const {
-    if (options_.mode == PipelineMode::load_then_execute) return std::max<std::size_t>(layers, 1);
-    return std::clamp<std::size_t>(options_.layers_in_flight, 1, std::max<std::size_t>(layers, 1));
-  }
-
-  // The versions of layer l of `plan` that the preload buffer does not hold.
-  std::vector<ShardChoice> missing_of(std::size_t l, const SubmodelPlan& plan) const {
-    std::vector<ShardChoice> missing;
-    for (const ShardChoice& c : plan.layers[l]) {
-      if (!preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
-    }
-    return missing;
-  }
-
-  void keep_preloaded(std::size_t l, const ShardChoice& c, std::span<const std::byte> bytes) {
-    preload_.insert({l, c.shard, c.bits}, bytes, [&](std::span<const std::byte> copy) {
-      return store_.view_version(l, c.shard, c.bits, copy);
-    });
-  }
-
-  void fill_preload(const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
-    preload_.retain_only(wanted);
-    for (std::size_t l = 0; l < plan.layers.size(); ++l) {
-      std::vector<ShardChoice> missing;
-      for (const ShardChoice& c : plan.layers[l]) {
-        if (wanted.count({l, c.shard, c.bits}) != 0 && !preload_.contains({l, c.shard, c.bits})) missing.push_back(c);
-      }
-      if (missing.empty()) continue;
-      WorkingBuffer::Bytes buffer(layer_reader_.buffer_bytes(l, missing));
-      LayerTimes ignored;
-      const std::vector<ReadVersion> read = layer_reader_.read(l, missing, buffer.span(), ignored, Clock::now());
-      for (std::size_t i = 0; i < missing.size(); ++i) keep_preloaded(l, missing[i], read[i].bytes);
-    }
-  }
-
-  // One request: word rows, embedding, the layer pipeline, pooling, head. `wanted`: the versions
-  // the preload buffer should hold after it. `plan` has passed check_submodel_plan (the callers
-  // check a given plan; the planner's are valid by construction).
-  EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
-    const Clock::time_point start = Clock::now();
-    const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
-    const BertConfig& c = config();
-    const std::size_t d = c.hidden;
-    const TokenBatch packed = pack_tokens(std::span(&tokens, 1), c);
-    const std::size_t len = packed.tokens();
-    require(len > 0, "engine: a request without tokens has no embedding");
-
-    EngineResult result;
-    result.plan = plan;
-    result.tokens = len;
-    Timeline& timeline = result.timeline;
-    timeline.storage = backend_->describe();
-    timeline.emulated = backend_->emulated();
-    timeline.mode = to_string(options_.mode);
-
-    // A failed request leaves the preload buffer holding only checked versions, and the working
-    // buffer released (unless kept).
-    struct Release {
-      Engine& e;
-      ~Release() {
-        if (!e.options_.keep_working_buffer) e.working_.release();
-      }
-    } release{*this};
-
-    timeline.embed_start_ms = ms();
-    std::vector<float>& hidden = working_.hidden;
-    hidden.resize(len * d);
-    word_rows_.read(packed.ids, hidden.data(), working_.word_rows, timeline);
-    residents_.embed(std::span(&tokens, 1), packed, c, hidden.data());
-    timeline.embed_end_ms = ms();
-
-    const std::size_t n = plan.layers.size();
-    const std::size_t slots = slots_for(n);
-    std::size_t slot_bytes = 0;
-    for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing_of(l, plan)));
-    working_.reserve_slots(slots, slot_bytes);
-    std::vector<std::vector<ShardView>> views(slots);
-
-    LayerJobs jobs;
-    jobs.load = [&](std::size_t l, std::size_t slot, LayerTimes& t) {
-      const std::vector<ShardChoice> missing = missing_of(l, plan);
-      t.shards_preloaded = plan.layers[l].size() - missing.size();
-      std::vector<ReadVersion> read;
-      if (!missing.empty()) {
-        read = layer_reader_.read(l, missing, working_.slots[slot].span(), t, start);
-      } else {
-        t.read_end_ms = ms();
-      }
-      std::vector<ShardView>& v = views[slot];
-      v.clear();
-      std::size_t next = 0;
-      for (const ShardChoice& choice : plan.layers[l]) {
-        const ShardKey key{l, choice.shard, choice.bits};
-        if (const ShardView* held = preload_.find(key)) {
-          v.push_back(*held);
-        } else {
-          const ReadVersion& r = read[next++];
-          v.push_back(r.view);
-          if (wanted.count(key) != 0) keep_preloaded(l, choice, r.bytes);
-        }
-      }
-    };
-    jobs.compute = [&](std::size_t l, std::size_t slot) {
-      compute_->run(c, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
-    };
-    LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
-    preload_.retain_only(wanted);
-
-    result.embedding.resize(d);
-    pool_tokens(hidden, len, d, options_.pooling, result.embedding);
-    if (options_.normalize) l2_normalize(result.embedding);
-    Classification classified = classifier_.classify(plan, result.embedding);
-    result.logits = std::move(classified.logits);
-    result.label = classified.label;
-    result.head = std::move(classified.head);
-    result.working_buffer_bytes = working_.bytes();
-    result.preload_held_bytes = preload_.held_bytes();
-    result.word_cache_held_bytes = word_rows_.cache().held_bytes();
-    timeline.total_ms = ms();
-    return result;
-  }
-
-  EngineOptions options_;
-  ShardStore store_;
-  std::string backend_note_;
-  std::unique_ptr<ReadBackend> backend_;
-  LayerReader layer_reader_;
-  WordRowReader word_rows_;
-  StoreResidents residents_;
-  std::optional<Planner> planner_;  // with a device profile
-  WordPieceTokenizer tokenizer_;
-  Classifier classifier_;
-  ThreadPool pool_;
-  PreloadBuffer preload_;
-  WorkingBuffer working_;
-  std::unique_ptr<LayerCompute> compute_;
-  mutable std::mutex mutex_;  // one request at a time; setters wait for it
-
-  // Last: the executors' threads stop before anything they might touch is destroyed.
-  Executor io_{"io"};
-  Executor compute_executor_{"compute", mark_thread_cpu_bound};
+  std::unique_ptr<detail::EngineCore> core_;
 };
 
 }  // namespace stile

@@ -16,6 +16,13 @@
 #include <vector>
 
 #include "stile/engine.hpp"
+#include "stile/model/heads_file.hpp"
+#include "stile/model/linear_head.hpp"
+#include "stile/pipeline/layer_reader.hpp"
+#include "stile/plan/device_profile.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/text/wordpiece.hpp"
+#include "stile/io/bert_config.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 

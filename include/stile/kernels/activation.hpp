@@ -1,7 +1,7 @@
 #pragma once
 // Activations as standalone kernels (the GEMM fuses them into its epilogue instead; these are
 // for the unfused variants and for tests of the per-target math). Light: compiled once, in
-// stile::kernels (kernels/instantiate_kernels.hpp).
+// stile::compiled (kernels/instantiate_kernels.hpp).
 #include <cstddef>
 
 namespace stile {

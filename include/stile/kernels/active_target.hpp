@@ -1,5 +1,5 @@
 #pragma once
-// Which SIMD target stile's kernels run on. Light: defined in stile::kernels.
+// Which SIMD target stile's kernels run on. Light: defined in stile::compiled.
 
 namespace stile {
 

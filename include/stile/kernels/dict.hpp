@@ -153,7 +153,7 @@ PackedWeights decode_to_packed(const W& w) {
 
 }  // namespace stile
 
-#ifndef STILE_NO_EXTERN_KERNELS  // compiled once in stile::kernels (kernels/instantiate_kernels.hpp)
+#ifndef STILE_NO_EXTERN_KERNELS  // compiled once in stile::compiled (kernels/instantiate_kernels.hpp)
 extern template void stile::detail::decode_to_packed_on_target<
     stile::GemmConfig<stile::DefaultTiles, stile::DictMatrix, stile::epilogue::None>>(const stile::DictMatrix&, float*);
 extern template void stile::detail::decode_to_packed_on_target<

@@ -7,7 +7,7 @@
 // This header is light: it declares the per-target drivers (detail::run_gemm, detail::panel_width)
 // and validates the call; their definitions (every Highway target of every micro-kernel) live in
 // kernels/gemm_impl.hpp. The configurations the library itself uses (DefaultTiles x every codec x
-// every epilogue, kernels/gemm_instances.hpp) are compiled once, in the stile::kernels library
+// every epilogue, kernels/gemm_instances.hpp) are compiled once, in the stile::compiled library
 // (kernels/instantiate_kernels.hpp); a host that calls gemm with its own tile shape includes
 // <stile/kernels/gemm_impl.hpp> in the translation unit that does (undefined detail::run_gemm<...>
 // at link time means it did not).
@@ -135,4 +135,4 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
 
 }  // namespace stile
 
-#include "stile/kernels/gemm_instances.hpp"  // the configurations compiled once, in stile::kernels
+#include "stile/kernels/gemm_instances.hpp"  // the configurations compiled once, in stile::compiled

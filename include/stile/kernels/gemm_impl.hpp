@@ -1,7 +1,7 @@
 #pragma once
 // The GEMM's and the dictionary decoder's per-target drivers (kernels/gemm-inl.h, compiled for every Highway target by
 // kernels/targets.hpp) behind gemm.hpp's declarations. Heavy: include it only in the translation
-// unit that instantiates a GEMM configuration (the stile::kernels library does for the library's
+// unit that instantiates a GEMM configuration (the stile::compiled library does for the library's
 // own, kernels/gemm_instances.hpp; a host does for its own tile shapes).
 #include <cstddef>
 

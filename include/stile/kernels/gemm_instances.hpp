@@ -1,5 +1,5 @@
 #pragma once
-// The GEMM configurations the library itself uses, compiled once in the stile::kernels library
+// The GEMM configurations the library itself uses, compiled once in the stile::compiled library
 // (kernels/instantiate_kernels.hpp) and declared `extern` here, so that a translation unit that
 // calls them compiles no kernel. Any other configuration (a host's own TileShape) is instantiated
 // in the translation unit that includes kernels/gemm_impl.hpp.
@@ -29,7 +29,7 @@
   extern template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>( \
       const ::stile::GemmArgs<W, E>&);
 
-// Hosts that build every kernel in their own translation units (no stile::kernels) define
+// Hosts that build every kernel in their own translation units (no stile::compiled) define
 // STILE_NO_EXTERN_KERNELS before including stile.
 #ifndef STILE_NO_EXTERN_KERNELS
 STILE_FOR_EACH_GEMM_INSTANCE(STILE_EXTERN_GEMM_INSTANCE)

@@ -1,6 +1,6 @@
 // stile's compiled kernels: include this file in exactly one translation unit of a program, or
 // split it over several by defining STILE_KERNELS_PART to each of 0..5 in its own translation unit
-// (the stile::kernels library does: src/stile_kernels_*.cpp, which find_package(stile) builds in
+// (the stile::compiled library does: src/stile_kernels_*.cpp, which find_package(stile) builds in
 // the host's project; six parts compile in parallel). It defines the light headers' kernel entry
 // points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
 // configuration of kernels/gemm_instances.hpp, each compiled for every Highway target.

@@ -1,7 +1,7 @@
 #pragma once
 // Row-wise kernels over a matrix of `rows` rows of `cols` floats, row stride ld: LayerNorm and
 // softmax, in place, on the best SIMD target of the CPU. Light: the per-target code
-// (kernels/rowwise-inl.h) is compiled once, in stile::kernels (kernels/instantiate_kernels.hpp).
+// (kernels/rowwise-inl.h) is compiled once, in stile::compiled (kernels/instantiate_kernels.hpp).
 #include <cstddef>
 
 namespace stile {

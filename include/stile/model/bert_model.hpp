@@ -16,6 +16,7 @@
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_weights.hpp"
 #include "stile/model/embeddings.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/ops/encoder_layer.hpp"
 
 namespace stile {
@@ -77,31 +78,5 @@ class BertModel {
 
   BertWeights w_;
 };
-
-enum class Pooling { kMean, kCls };
-
-// Pools the hidden states of one sequence ([tokens x dim], row-major) into out[dim].
-inline void pool_tokens(std::span<const float> hidden, std::size_t tokens, std::size_t dim,
-                        Pooling mode, std::span<float> out) {
-  require(out.size() == dim && hidden.size() >= tokens * dim, "pool_tokens: sizes do not match");
-  require(tokens > 0, "pool_tokens: a sequence without tokens has no embedding");
-  if (mode == Pooling::kCls) {
-    for (std::size_t i = 0; i < dim; ++i) out[i] = hidden[i];
-    return;
-  }
-  std::vector<double> sum(dim, 0.0);  // double: a sum over up to 512 rows, then one rounding
-  for (std::size_t t = 0; t < tokens; ++t) {
-    for (std::size_t i = 0; i < dim; ++i) sum[i] += hidden[t * dim + i];
-  }
-  for (std::size_t i = 0; i < dim; ++i) out[i] = static_cast<float>(sum[i] / static_cast<double>(tokens));
-}
-
-// v /= max(||v||, 1e-12), as torch.nn.functional.normalize.
-inline void l2_normalize(std::span<float> v) {
-  double sq = 0.0;
-  for (float x : v) sq += double(x) * double(x);
-  const double norm = std::max(std::sqrt(sq), 1e-12);
-  for (float& x : v) x = static_cast<float>(x / norm);
-}
 
 }  // namespace stile

@@ -18,6 +18,14 @@ struct ShardChoice {
   auto operator<=>(const ShardChoice&) const = default;
 };
 
+// One shard version of one layer.
+struct ShardKey {
+  std::size_t layer = 0;
+  std::size_t shard = 0;
+  unsigned bits = 0;
+  auto operator<=>(const ShardKey&) const = default;
+};
+
 // Per layer, its shard ids from most to least important (an importance profile).
 using ShardRanking = std::vector<std::vector<std::size_t>>;
 

@@ -16,17 +16,12 @@
 
 #include "stile/core/error.hpp"
 #include "stile/pipeline/executor.hpp"
+#include "stile/pipeline/pipeline_mode.hpp"
 #include "stile/pipeline/sync.hpp"
 #include "stile/pipeline/task.hpp"
 #include "stile/pipeline/timeline.hpp"
 
 namespace stile {
-
-enum class PipelineMode { pipelined, load_then_execute };
-
-inline const char* to_string(PipelineMode m) noexcept {
-  return m == PipelineMode::pipelined ? "pipelined" : "load-then-execute";
-}
 
 struct LayerJobs {
   // Reads layer k's shards into working-buffer slot `slot` and checks them; returns when they are

@@ -19,14 +19,6 @@
 
 namespace stile {
 
-// One shard version of one layer.
-struct ShardKey {
-  std::size_t layer = 0;
-  std::size_t shard = 0;
-  unsigned bits = 0;
-  auto operator<=>(const ShardKey&) const = default;
-};
-
 class PreloadBuffer {
  public:
   using Bytes = AlignedBuffer<std::byte, 4096>;
