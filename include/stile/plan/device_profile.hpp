@@ -446,11 +446,11 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
         try {
           backend.read(std::span(&request, 1), std::span(&got, 1));
         } catch (const std::system_error& e) {
-          d::fail(name, "reading ", shard_store_detail::version_name(l, s, bits), ": ", e.what());
+          d::fail(name, "reading ", shard_version_name(l, s, bits), ": ", e.what());
         }
         ms.push_back(d::ms_since(start));
         if (got < info.size) {
-          d::fail(name, "reading ", shard_store_detail::version_name(l, s, bits), ": got only ", got, " of ", info.size,
+          d::fail(name, "reading ", shard_version_name(l, s, bits), ": got only ", got, " of ", info.size,
                   " bytes (the file ended early)");
         }
         bytes += static_cast<double>(info.size);
