@@ -5,16 +5,16 @@
 // anything is handed out; each read then verifies the checksum of what it read. Every failure is
 // a stile::Error "stile: <file>: <problem>"; per-version problems name "layer L shard S at B bits".
 //
-// Reads go through a ShardStoreSource (pread on a file descriptor, or bytes in memory), the one
-// place a later io_uring / O_DIRECT backend plugs in. All reads are positional, so a ShardStore
-// may be read from several threads at once. The writer is store/shard_writer.hpp.
+// Reads go through a ShardStoreSource (pread on a file descriptor, through io/read_backend.hpp's
+// pread_fully, or bytes in memory), the one place a later io_uring / O_DIRECT backend plugs in.
+// All reads are positional, so a ShardStore may be read from several threads at once. The writer
+// is store/shard_writer.hpp.
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,6 +33,7 @@
 #include "stile/core/error.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/bert_config.hpp"
+#include "stile/io/read_backend.hpp"
 #include "stile/store/format.hpp"
 #include "stile/store/manifest.hpp"
 #include "stile/store/shard_layout.hpp"
@@ -54,7 +55,7 @@ class ShardStoreSource {
 
 namespace shard_store_detail {
 
-// pread on a file descriptor the source owns.
+// pread (pread_fully) on a file descriptor the source owns.
 class FdSource final : public ShardStoreSource {
  public:
   FdSource(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
@@ -64,19 +65,7 @@ class FdSource final : public ShardStoreSource {
 
   std::uint64_t size() const noexcept override { return size_; }
   std::size_t read_at(std::uint64_t offset, std::span<std::byte> out) const override {
-    std::size_t done = 0;
-    while (done < out.size()) {
-      if (offset + done > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) break;
-      const std::size_t chunk = std::min<std::size_t>(out.size() - done, std::size_t{1} << 30);
-      const ssize_t n = ::pread(fd_, out.data() + done, chunk, static_cast<off_t>(offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw std::system_error(errno, std::system_category());
-      }
-      if (n == 0) break;  // end of file
-      done += static_cast<std::size_t>(n);
-    }
-    return done;
+    return pread_fully(fd_, offset, out);
   }
 
  private:
