@@ -60,6 +60,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/store/shard_store.hpp"
@@ -153,68 +154,10 @@ struct ProfileOptions {
 
 namespace device_profile_detail {
 
-template <class... Parts>
-[[noreturn]] void fail(std::string_view where, const Parts&... parts) {
-  fail_in_file(where, "device profile: ", parts...);
-}
-
 // A profile is a few KB; anything near this is not one.
 inline constexpr std::uintmax_t kMaxProfileBytes = std::uintmax_t{16} << 20;
 // The layout nests 4 levels (compute_ms inside the root); machine may add a little.
 inline constexpr int kMaxJsonDepth = 16;
-
-inline const nlohmann::json& member(const nlohmann::json& j, const char* key, std::string_view where) {
-  const auto it = j.find(key);
-  if (it == j.end()) fail(where, "missing \"", key, "\"");
-  return *it;
-}
-
-inline std::uint64_t whole_number(const nlohmann::json& v, std::string_view what, std::string_view where) {
-  // Parsed text gives unsigned numbers; a json built in memory from int literals gives signed.
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  fail(where, what, " must be a whole number >= 0, got ", json_excerpt(v));
-}
-
-inline double time_value(const nlohmann::json& v, std::string_view what, std::string_view where) {
-  // JSON has no NaN or infinity: nlohmann writes them as null, so null is how they come back.
-  if (!v.is_number()) fail(where, what, " must be a finite number >= 0, got ", json_excerpt(v));
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0) fail(where, what, " must be a finite number >= 0, got ", json_excerpt(v));
-  return x;
-}
-
-inline const nlohmann::json& array_of(const nlohmann::json& v, std::size_t size, std::string_view what,
-                                      std::string_view size_reason, std::string_view where) {
-  if (!v.is_array()) fail(where, what, " must be an array, got ", json_excerpt(v));
-  if (v.size() != size) fail(where, what, " has ", v.size(), " entries, expected ", size, " (", size_reason, ")");
-  return v;
-}
-
-inline std::vector<double> times(const nlohmann::json& v, std::size_t size, const std::string& what,
-                                 std::string_view size_reason, std::string_view where) {
-  array_of(v, size, what, size_reason, where);
-  std::vector<double> out;
-  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(time_value(v[i], concat(what, "[", i, "]"), where));
-  return out;
-}
-
-// A strictly increasing, non-empty list of whole numbers in [lo, hi].
-inline std::vector<std::uint64_t> increasing(const nlohmann::json& v, const char* key, std::uint64_t lo,
-                                             std::uint64_t hi, std::string_view where) {
-  const std::string what = concat("\"", std::string_view(key), "\"");
-  if (!v.is_array() || v.empty()) fail(where, what, " must be a non-empty array, got ", json_excerpt(v));
-  std::vector<std::uint64_t> out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::uint64_t x = whole_number(v[i], concat(what, "[", i, "]"), where);
-    if (x < lo || x > hi) fail(where, what, "[", i, "] = ", x, " is outside ", lo, "..", hi);
-    if (!out.empty() && x <= out.back()) {
-      fail(where, what, " must be strictly increasing: ", json_excerpt(v));
-    }
-    out.push_back(x);
-  }
-  return out;
-}
 
 inline double median(std::vector<double> v) {
   require(!v.empty(), "device profile: the median of no samples");
@@ -316,56 +259,54 @@ inline std::string profile_text(const nlohmann::json& j) {
 
 }  // namespace device_profile_detail
 
-inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& where) {
-  namespace d = device_profile_detail;
-  if (!j.is_object()) d::fail(where, "must be a JSON object, got ", json_excerpt(j));
-  static constexpr const char* kKeys[] = {"format",  "version",          "machine",    "bits",
-                                          "io_ms",   "shard_bytes",      "lengths",    "shards_per_layer",
-                                          "num_layers", "compute_ms"};
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();  // not a structured binding: clang 14 cannot capture those
-    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys)) {
-      d::fail(where, "unknown key \"", key, "\"");
-    }
-  }
-  const nlohmann::json& format = d::member(j, "format", where);
+inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& file) {
+  // Every error: "stile: <file>: device profile: <problem>" (io/json_fields.hpp).
+  constexpr std::string_view d = "device profile";
+  if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
+  json_only_keys(j,
+                 {"format", "version", "machine", "bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer",
+                  "num_layers", "compute_ms"},
+                 d, file);
+  const nlohmann::json& format = json_member(j, "format", d, file);
   if (!format.is_string() || format.get<std::string>() != kDeviceProfileFormatName) {
-    d::fail(where, "\"format\" is ", json_excerpt(format), ", expected \"", kDeviceProfileFormatName,
-            "\" (not a device profile)");
+    json_fail(file, d, "\"format\" is ", json_excerpt(format), ", expected \"", kDeviceProfileFormatName,
+              "\" (not a device profile)");
   }
-  const std::uint64_t version = d::whole_number(d::member(j, "version", where), "\"version\"", where);
+  const std::uint64_t version = json_whole(json_member(j, "version", d, file), "\"version\"", d, file);
   if (version != kDeviceProfileVersion) {
-    d::fail(where, "version ", version, " is not supported (this reader supports version ", kDeviceProfileVersion,
-            ")");
+    json_fail(file, d, "version ", version, " is not supported (this reader supports version ",
+              kDeviceProfileVersion, ")");
   }
   DeviceProfile p;
-  p.machine = d::member(j, "machine", where);
-  if (!p.machine.is_object()) d::fail(where, "\"machine\" must be a JSON object, got ", json_excerpt(p.machine));
-  for (const std::uint64_t b : d::increasing(d::member(j, "bits", where), "bits", 1, 32, where)) {
+  p.machine = json_object_member(j, "machine", d, file);
+  for (const std::uint64_t b : json_increasing(json_member(j, "bits", d, file), "\"bits\"", 1, 32, d, file)) {
     p.bits.push_back(static_cast<unsigned>(b));
   }
-  for (const std::uint64_t l : d::increasing(d::member(j, "lengths", where), "lengths", 1, std::uint64_t{1} << 32, where)) {
+  for (const std::uint64_t l :
+       json_increasing(json_member(j, "lengths", d, file), "\"lengths\"", 1, std::uint64_t{1} << 32, d, file)) {
     p.lengths.push_back(static_cast<std::size_t>(l));
   }
-  const std::uint64_t shards = d::whole_number(d::member(j, "shards_per_layer", where), "\"shards_per_layer\"", where);
-  const std::uint64_t layers = d::whole_number(d::member(j, "num_layers", where), "\"num_layers\"", where);
+  const std::uint64_t shards =
+      json_whole(json_member(j, "shards_per_layer", d, file), "\"shards_per_layer\"", d, file);
+  const std::uint64_t layers = json_whole(json_member(j, "num_layers", d, file), "\"num_layers\"", d, file);
   // Bounds far above any real model, so that a damaged count cannot ask for gigabytes below.
-  if (shards < 1 || shards > 4096) d::fail(where, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
-  if (layers < 1 || layers > 4096) d::fail(where, "\"num_layers\" = ", layers, " is outside 1..4096");
+  if (shards < 1 || shards > 4096) json_fail(file, d, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
+  if (layers < 1 || layers > 4096) json_fail(file, d, "\"num_layers\" = ", layers, " is outside 1..4096");
   p.shards_per_layer = static_cast<std::size_t>(shards);
   p.num_layers = static_cast<std::size_t>(layers);
   const std::size_t nb = p.bits.size(), nl = p.lengths.size();
-  p.io_ms = d::times(d::member(j, "io_ms", where), nb, "\"io_ms\"", "one per bitwidth", where);
-  p.shard_bytes = d::times(d::member(j, "shard_bytes", where), nb, "\"shard_bytes\"", "one per bitwidth", where);
-  const nlohmann::json& compute = d::array_of(d::member(j, "compute_ms", where), nb, "\"compute_ms\"",
-                                              "one per bitwidth", where);
+  p.io_ms = json_nonnegatives(json_member(j, "io_ms", d, file), nb, "\"io_ms\"", "one per bitwidth", d, file);
+  p.shard_bytes =
+      json_nonnegatives(json_member(j, "shard_bytes", d, file), nb, "\"shard_bytes\"", "one per bitwidth", d, file);
+  const nlohmann::json& compute =
+      json_array_of(json_member(j, "compute_ms", d, file), nb, "\"compute_ms\"", "one per bitwidth", d, file);
   for (std::size_t b = 0; b < nb; ++b) {
     const std::string at_b = concat("\"compute_ms\"[", b, "]");
-    d::array_of(compute[b], nl, at_b, "one per length bucket", where);
+    json_array_of(compute[b], nl, at_b, "one per length bucket", d, file);
     std::vector<std::vector<double>>& per_length = p.compute_ms.emplace_back();
     for (std::size_t i = 0; i < nl; ++i) {
-      per_length.push_back(d::times(compute[b][i], p.shards_per_layer, concat(at_b, "[", i, "]"),
-                                    "one per m = 1..shards_per_layer", where));
+      per_length.push_back(json_nonnegatives(compute[b][i], p.shards_per_layer, concat(at_b, "[", i, "]"),
+                                             "one per m = 1..shards_per_layer", d, file));
     }
   }
   return p;
@@ -400,7 +341,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   require(options.repeats >= 1, "measure_device_profile: repeats must be at least 1");
   require(!options.lengths.empty(), "measure_device_profile: no length buckets given");
   if (backend.file_size() != store.file_size()) {
-    d::fail(name, "the read backend's file is ", backend.file_size(), " bytes, the store is ", store.file_size(),
+    fail_in_file(name, "device profile: ", "the read backend's file is ", backend.file_size(), " bytes, the store is ", store.file_size(),
             " (the backend must read the store's own file)");
   }
 
@@ -428,7 +369,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   // every section to 4096, so the rounded read stays inside the file.
   const std::size_t align = std::max<std::size_t>(backend.alignment(), 1);
   if (kShardStoreAlign % align != 0) {
-    d::fail(name, "the read backend needs ", align, "-byte alignment; shard versions are aligned to ",
+    fail_in_file(name, "device profile: ", "the read backend needs ", align, "-byte alignment; shard versions are aligned to ",
             kShardStoreAlign);
   }
   auto round_up = [&](std::uint64_t v) { return (v + align - 1) / align * align; };
@@ -446,11 +387,11 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
         try {
           backend.read(std::span(&request, 1), std::span(&got, 1));
         } catch (const std::system_error& e) {
-          d::fail(name, "reading ", shard_version_name(l, s, bits), ": ", e.what());
+          fail_in_file(name, "device profile: ", "reading ", shard_version_name(l, s, bits), ": ", e.what());
         }
         ms.push_back(d::ms_since(start));
         if (got < info.size) {
-          d::fail(name, "reading ", shard_version_name(l, s, bits), ": got only ", got, " of ", info.size,
+          fail_in_file(name, "device profile: ", "reading ", shard_version_name(l, s, bits), ": got only ", got, " of ", info.size,
                   " bytes (the file ended early)");
         }
         bytes += static_cast<double>(info.size);

@@ -64,6 +64,7 @@
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/layerwise.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/io/strict_json.hpp"
@@ -256,19 +257,18 @@ inline nlohmann::json score_to_json(const HeadScore& s) {
 inline HeadScore score_from_json(const nlohmann::json& v, std::size_t sentences, std::string_view what,
                                  std::string_view file) {
   if (!v.is_object()) fail_in_file(file, what, " must be an object, got ", json_excerpt(v));
-  heads_detail::only_keys(v, {"correct", "accuracy", "mean_log_prob"}, concat(what, ": "), file);
+  json_only_keys(v, {"correct", "accuracy", "mean_log_prob"}, what, file);
   HeadScore s;
   s.total = sentences;
   const std::uint64_t correct =
-      heads_detail::whole(heads_detail::member(v, "correct", concat(what, ": "), file),
-                          concat(what, ".\"correct\""), file);
+      json_whole(json_member(v, "correct", what, file), concat(what, ".\"correct\""), "", file);
   if (correct > sentences) fail_in_file(file, what, ": ", correct, " correct of ", sentences, " sentences");
   s.correct = static_cast<std::size_t>(correct);
-  const nlohmann::json& acc = heads_detail::member(v, "accuracy", concat(what, ": "), file);
+  const nlohmann::json& acc = json_member(v, "accuracy", what, file);
   if (!acc.is_number() || std::abs(acc.get<double>() - s.accuracy()) > 1e-9) {
     fail_in_file(file, what, ": \"accuracy\" ", json_excerpt(acc), " is not correct / sentences");
   }
-  const nlohmann::json& lp = heads_detail::member(v, "mean_log_prob", concat(what, ": "), file);
+  const nlohmann::json& lp = json_member(v, "mean_log_prob", what, file);
   if (!lp.is_number() || !std::isfinite(lp.get<double>()) || lp.get<double>() > 0) {
     fail_in_file(file, what, ": \"mean_log_prob\" must be a finite number <= 0, got ",
                             json_excerpt(lp));
@@ -307,31 +307,29 @@ inline nlohmann::json ImportanceProfile::to_json() const {
 }
 
 inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, std::string_view file) {
-  namespace h = heads_detail;
   namespace d = importance_detail;
   if (!j.is_object()) fail_in_file(file, "must be a JSON object, got ", json_excerpt(j));
-  h::only_keys(j,
-               {"format", "version", "store", "num_layers", "shards_per_layer", "split", "head", "sentences",
-                "base_bits", "raised_bits", "base", "full", "shards", "ranking", "global_order"},
-               "", file);
-  const nlohmann::json& format = h::member(j, "format", "", file);
+  json_only_keys(j,
+                 {"format", "version", "store", "num_layers", "shards_per_layer", "split", "head", "sentences",
+                  "base_bits", "raised_bits", "base", "full", "shards", "ranking", "global_order"},
+                 "", file);
+  const nlohmann::json& format = json_member(j, "format", "", file);
   if (!format.is_string() || format.get<std::string>() != kImportanceFormatName) {
     fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"",
                             kImportanceFormatName, "\" (not an importance profile)");
   }
-  const std::uint64_t version = h::whole(h::member(j, "version", "", file), "\"version\"", file);
+  const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
   if (version != kImportanceVersion) {
     fail_in_file(file, "version ", version, " is not supported (this reader supports version ",
                             kImportanceVersion, ")");
   }
   ImportanceProfile p;
   for (auto [key, out] : {std::pair<const char*, std::string*>{"store", &p.store}, {"head", &p.head}}) {
-    const nlohmann::json& v = h::member(j, key, "", file);
-    if (!v.is_string()) fail_in_file(file, "\"", key, "\" must be a string, got ", json_excerpt(v));
-    *out = v.get<std::string>();
+    *out = json_string_member(j, key, "", file);
   }
-  const std::uint64_t layers = h::whole(h::member(j, "num_layers", "", file), "\"num_layers\"", file);
-  const std::uint64_t shards_n = h::whole(h::member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", file);
+  const std::uint64_t layers = json_whole(json_member(j, "num_layers", "", file), "\"num_layers\"", "", file);
+  const std::uint64_t shards_n =
+      json_whole(json_member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", "", file);
   if (layers < 1 || layers > 4096) fail_in_file(file, "\"num_layers\" = ", layers, " is outside 1..4096");
   if (shards_n < 1 || shards_n > 4096) {
     fail_in_file(file, "\"shards_per_layer\" = ", shards_n, " is outside 1..4096");
@@ -339,20 +337,20 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
   const auto N = static_cast<std::size_t>(layers), M = static_cast<std::size_t>(shards_n);
   p.num_layers = N;
   p.shards_per_layer = M;
-  p.split = recorded_split_from_json(h::member(j, "split", "", file), file);
-  const std::uint64_t sentences = h::whole(h::member(j, "sentences", "", file), "\"sentences\"", file);
+  p.split = recorded_split_from_json(json_member(j, "split", "", file), file);
+  const std::uint64_t sentences = json_whole(json_member(j, "sentences", "", file), "\"sentences\"", "", file);
   if (sentences < 1 || sentences > (std::uint64_t{1} << 40)) {
     fail_in_file(file, "\"sentences\" = ", sentences, " must be at least 1");
   }
   p.sentences = static_cast<std::size_t>(sentences);
   for (auto [key, out] : {std::pair<const char*, unsigned*>{"base_bits", &p.base_bits}, {"raised_bits", &p.raised_bits}}) {
-    const std::uint64_t b = h::whole(h::member(j, key, "", file), concat("\"", key, "\""), file);
+    const std::uint64_t b = json_whole(json_member(j, key, "", file), concat("\"", key, "\""), "", file);
     if (b < 1 || b > 32) fail_in_file(file, "\"", key, "\" = ", b, " is outside 1..32");
     *out = static_cast<unsigned>(b);
   }
-  p.base = d::score_from_json(h::member(j, "base", "", file), p.sentences, "\"base\"", file);
-  p.full = d::score_from_json(h::member(j, "full", "", file), p.sentences, "\"full\"", file);
-  const nlohmann::json& shards = h::member(j, "shards", "", file);
+  p.base = d::score_from_json(json_member(j, "base", "", file), p.sentences, "\"base\"", file);
+  p.full = d::score_from_json(json_member(j, "full", "", file), p.sentences, "\"full\"", file);
+  const nlohmann::json& shards = json_member(j, "shards", "", file);
   if (!shards.is_array() || shards.size() != N) {
     fail_in_file(file, "\"shards\" must be an array of ", N, " layers");
   }
@@ -365,8 +363,8 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
       row.push_back(d::score_from_json(shards[l][s], p.sentences, concat("\"shards\"[", l, "][", s, "]"), file));
     }
   }
-  p.ranking = ranking_from_json(h::member(j, "ranking", "", file), N, M, "\"ranking\"", file);
-  const nlohmann::json& global = h::member(j, "global_order", "", file);
+  p.ranking = ranking_from_json(json_member(j, "ranking", "", file), N, M, "\"ranking\"", file);
+  const nlohmann::json& global = json_member(j, "global_order", "", file);
   if (!global.is_array() || global.size() != N * M) {
     fail_in_file(file, "\"global_order\" must be an array of ", N * M, " [layer, shard] pairs");
   }
@@ -378,7 +376,7 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
     if (!pair.is_array() || pair.size() != 2) {
       fail_in_file(file, what, " must be a [layer, shard] pair, got ", json_excerpt(pair));
     }
-    const std::uint64_t l = h::whole(pair[0], what, file), s = h::whole(pair[1], what, file);
+    const std::uint64_t l = json_whole(pair[0], what, "", file), s = json_whole(pair[1], what, "", file);
     if (l >= N || s >= M) fail_in_file(file, what, " = [", l, ", ", s, "] is outside ", N, " x ", M);
     const LayerShard ls{static_cast<std::size_t>(l), static_cast<std::size_t>(s)};
     if (!seen.insert(ls).second) fail_in_file(file, what, " = [", l, ", ", s, "] appears twice");

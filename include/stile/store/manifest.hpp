@@ -20,6 +20,7 @@
 
 #include "stile/core/file_error.hpp"
 #include "stile/io/bert_config.hpp"
+#include "stile/io/json_fields.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/quant/packed_layout.hpp"
 #include "stile/store/format.hpp"
@@ -69,41 +70,15 @@ namespace shard_store_detail {
 // little. Deeper input is refused before it costs stack or memory.
 inline constexpr int kMaxJsonDepth = 64;
 
-// Field readers: `where` says which part of the manifest is being read.
-inline const nlohmann::json& member(const nlohmann::json& obj, const char* key, std::string_view where,
-                                    const std::string& file) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) fail(file, where, ": missing \"", key, "\"");
-  return *it;
-}
-
-inline const nlohmann::json& object_member(const nlohmann::json& obj, const char* key, std::string_view where,
-                                           const std::string& file) {
-  const nlohmann::json& v = member(obj, key, where, file);
-  if (!v.is_object()) fail(file, where, ": \"", key, "\" must be a JSON object, got ", json_excerpt(v));
-  return v;
-}
-
-inline const nlohmann::json& array_member(const nlohmann::json& obj, const char* key, std::string_view where,
-                                          const std::string& file) {
-  const nlohmann::json& v = member(obj, key, where, file);
-  if (!v.is_array()) fail(file, where, ": \"", key, "\" must be a JSON array, got ", json_excerpt(v));
-  return v;
-}
-
-inline std::uint64_t u64_value(const nlohmann::json& v, std::string_view name, std::string_view where,
-                               const std::string& file) {
-  if (!v.is_number_unsigned()) fail(file, where, ": ", name, " must be a non-negative integer, got ", json_excerpt(v));
-  return v.get<std::uint64_t>();
-}
-
+// Field readers (io/json_fields.hpp): `where` says which part of the manifest is being read.
+// A member that must be an unsigned integer, named "\"<key>\"" in errors.
 inline std::uint64_t u64_member(const nlohmann::json& obj, const char* key, std::string_view where,
                                 const std::string& file) {
-  return u64_value(member(obj, key, where, file), concat("\"", key, "\""), where, file);
+  return json_unsigned(json_member(obj, key, where, file), concat("\"", key, "\""), where, file);
 }
 
 inline std::uint64_t checksum_member(const nlohmann::json& obj, std::string_view where, const std::string& file) {
-  const nlohmann::json& v = member(obj, "checksum", where, file);
+  const nlohmann::json& v = json_member(obj, "checksum", where, file);
   const std::optional<std::uint64_t> c =
       v.is_string() ? parse_hex64(v.get_ref<const std::string&>()) : std::nullopt;
   if (!c) fail(file, where, ": \"checksum\" must be 16 lowercase hex digits (XXH3-64), got ", json_excerpt(v));
@@ -182,7 +157,7 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
   info.size = u64_member(v, "size", where, file);
   info.checksum = checksum_member(v, where, file);
 
-  const nlohmann::json& dict = array_member(v, "dictionary", where, file);
+  const nlohmann::json& dict = json_array_member(v, "dictionary", where, file);
   const std::size_t centroids = expected_bits == 32 ? 0 : std::size_t{1} << expected_bits;
   if (dict.size() != centroids) {
     fail(file, where, ": the dictionary has ", dict.size(), " entries, expected ", centroids);
@@ -194,13 +169,13 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
     info.dictionary.push_back(f);
   }
 
-  const nlohmann::json& outliers = array_member(v, "outliers", where, file);
+  const nlohmann::json& outliers = json_array_member(v, "outliers", where, file);
   if (outliers.size() != kShardMatrices) {
     fail(file, where, ": \"outliers\" has ", outliers.size(), " counts, expected ", kShardMatrices,
          " (one per matrix)");
   }
   for (std::size_t i = 0; i < kShardMatrices; ++i) {
-    const std::uint64_t count = u64_value(outliers[i], concat("outlier count ", i), where, file);
+    const std::uint64_t count = json_unsigned(outliers[i], concat("outlier count ", i), where, file);
     const auto which = static_cast<ShardMatrix>(i);
     const std::uint64_t cells = std::uint64_t{m.shape.rows(which)} * m.shape.cols(which);
     if (count > cells || (expected_bits == 32 && count != 0)) {
@@ -226,7 +201,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   if (!root.is_object()) fail(file, "the manifest is not a JSON object");
   const std::string top = "manifest";
 
-  const nlohmann::json& format = member(root, "format", top, file);
+  const nlohmann::json& format = json_member(root, "format", top, file);
   if (!format.is_string() || format.get_ref<const std::string&>() != kShardStoreFormatName) {
     fail(file, "the manifest's \"format\" is ", json_excerpt(format), ", not \"", kShardStoreFormatName, "\"");
   }
@@ -236,7 +211,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   }
 
   ShardStoreManifest m;
-  m.config_json = object_member(root, "config", top, file);
+  m.config_json = json_object_member(root, "config", top, file);
   // The config must be one parse_bert_config accepts: every dimension present, positive and below
   // its limit (so no size computed from them overflows), heads dividing the hidden size.
   m.config = parse_bert_config(m.config_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
@@ -251,7 +226,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   m.shards_per_layer = static_cast<std::size_t>(shards);
   m.shape = ShardShape::of(c, m.shards_per_layer);
 
-  const nlohmann::json& bits = array_member(root, "bits", top, file);
+  const nlohmann::json& bits = json_array_member(root, "bits", top, file);
   if (bits.empty()) fail(file, "the manifest's \"bits\" is empty");
   for (const nlohmann::json& b : bits) {
     const std::uint64_t raw = b.is_number_unsigned() ? b.get<std::uint64_t>() : 0;
@@ -271,13 +246,13 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   const std::uint64_t d = c.hidden;
   const std::uint64_t f32 = sizeof(float);
 
-  m.vocab = section_value(member(root, "vocab", top, file), "manifest \"vocab\"", file);
+  m.vocab = section_value(json_member(root, "vocab", top, file), "manifest \"vocab\"", file);
   check_range(m.vocab.offset, m.vocab.size, "the vocabulary", "the section", h, file, extents);
 
-  const nlohmann::json& emb = object_member(root, "embeddings", top, file);
+  const nlohmann::json& emb = json_object_member(root, "embeddings", top, file);
   {
     const std::string where = "the word embeddings";
-    const nlohmann::json& word = object_member(emb, "word", "manifest \"embeddings\"", file);
+    const nlohmann::json& word = json_object_member(emb, "word", "manifest \"embeddings\"", file);
     m.word.offset = u64_member(word, "offset", where, file);
     m.word.rows = u64_member(word, "rows", where, file);
     m.word.cols = u64_member(word, "cols", where, file);
@@ -287,24 +262,25 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
     }
     check_range(m.word.offset, m.word.rows * m.word.cols * f32, where, "the table", h, file, extents);
     const std::string checks = "the word-embedding row checksums";
-    m.word.row_checksums = section_value(member(word, "row_checksums", where, file), checks, file);
+    m.word.row_checksums = section_value(json_member(word, "row_checksums", where, file), checks, file);
     check_size(m.word.row_checksums.size, m.word.rows * 4, checks, "one u32 per row", file);
     check_range(m.word.row_checksums.offset, m.word.row_checksums.size, checks, "the section", h, file, extents);
   }
-  m.position = section_value(member(emb, "position", "manifest \"embeddings\"", file), "the position embeddings", file);
+  m.position =
+      section_value(json_member(emb, "position", "manifest \"embeddings\"", file), "the position embeddings", file);
   check_size(m.position.size, c.max_position_embeddings * d * f32, "the position embeddings",
              "max_position_embeddings x hidden_size floats", file);
   check_range(m.position.offset, m.position.size, "the position embeddings", "the section", h, file, extents);
   m.token_type =
-      section_value(member(emb, "token_type", "manifest \"embeddings\"", file), "the token-type embeddings", file);
+      section_value(json_member(emb, "token_type", "manifest \"embeddings\"", file), "the token-type embeddings", file);
   check_size(m.token_type.size, c.type_vocab_size * d * f32, "the token-type embeddings",
              "type_vocab_size x hidden_size floats", file);
   check_range(m.token_type.offset, m.token_type.size, "the token-type embeddings", "the section", h, file, extents);
-  m.ln = section_value(member(emb, "ln", "manifest \"embeddings\"", file), "the embedding LayerNorm", file);
+  m.ln = section_value(json_member(emb, "ln", "manifest \"embeddings\"", file), "the embedding LayerNorm", file);
   check_size(m.ln.size, 2 * d * f32, "the embedding LayerNorm", "gamma and beta, hidden_size floats each", file);
   check_range(m.ln.offset, m.ln.size, "the embedding LayerNorm", "the section", h, file, extents);
 
-  const nlohmann::json& layers = array_member(root, "layers", top, file);
+  const nlohmann::json& layers = json_array_member(root, "layers", top, file);
   if (layers.size() != c.num_layers) {
     fail(file, "the manifest lists ", layers.size(), " layers, the config has num_hidden_layers = ", c.num_layers);
   }
@@ -315,10 +291,10 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
     if (!lj.is_object()) fail(file, where, ": the layer entry is not a JSON object");
     ShardStoreManifest::Layer layer;
     const std::string resident = concat("layer ", l, " resident block");
-    layer.resident = section_value(member(lj, "resident", where, file), resident, file);
+    layer.resident = section_value(json_member(lj, "resident", where, file), resident, file);
     check_size(layer.resident.size, kLayerResidentParts * d * f32, resident, "6 x hidden_size floats", file);
     check_range(layer.resident.offset, layer.resident.size, resident, "the section", h, file, extents);
-    const nlohmann::json& shard_list = array_member(lj, "shards", where, file);
+    const nlohmann::json& shard_list = json_array_member(lj, "shards", where, file);
     if (shard_list.size() != m.shards_per_layer) {
       fail(file, where, " lists ", shard_list.size(), " shards, \"shards_per_layer\" is ", m.shards_per_layer);
     }
@@ -326,7 +302,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
     for (std::size_t s = 0; s < shard_list.size(); ++s) {
       const std::string shard_where = concat("layer ", l, " shard ", s);
       if (!shard_list[s].is_object()) fail(file, shard_where, ": the shard entry is not a JSON object");
-      const nlohmann::json& versions = array_member(shard_list[s], "versions", shard_where, file);
+      const nlohmann::json& versions = json_array_member(shard_list[s], "versions", shard_where, file);
       if (versions.size() != m.bits.size()) {
         fail(file, shard_where, " has ", versions.size(), " versions, expected one per entry of \"bits\" ",
              bits_to_string(m.bits));
