@@ -10,7 +10,7 @@
 //     "store": "minilm.stile",                  the shard store's file name
 //     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
 //     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
-//                                               eval/sst2.hpp's split of train.tsv (rows: its row
+//                                               Sst2Split (model/data_split.hpp; rows: its row
 //                                               count, so another train.tsv is noticed)
 //     "heads": {
 //       "gold": {...},                          the full model, every shard at 32 bits
@@ -49,11 +49,11 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/calibrate/sst2.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/strict_json.hpp"
+#include "stile/model/data_split.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/submodel.hpp"
 
