@@ -198,7 +198,7 @@ class Engine {
             concat("engine: the heads are for a ", heads.num_layers, " x ", heads.shards_per_layer,
                               " store, this one is ", N, " x ", M));
     ShardRanking ranking = options_.ranking;
-    if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
+    if (planner_) ranking = checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
     for (const auto& [key, h] : heads.heads) {
       h.head.check(config().hidden);
       std::size_t n = 0, m = 0;

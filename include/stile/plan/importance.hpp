@@ -104,12 +104,6 @@ inline std::filesystem::path importance_path_for(const std::filesystem::path& st
   return p;
 }
 
-// What the planners take from an importance profile.
-struct ShardImportance {
-  ShardRanking ranking;   // per layer, most important first
-  ImportanceOrder order;  // all (layer, shard), most important first; per layer, the ranking
-};
-
 // The per-layer ranking and the global order from scores[layer][shard] (see the top: correct
 // count, then mean log-probability, then layer and shard; all descending importance).
 inline ShardImportance rank_importance(const std::vector<std::vector<HeadScore>>& scores) {
