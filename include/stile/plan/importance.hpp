@@ -63,6 +63,7 @@
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/layerwise.hpp"
+#include "stile/calibrate/train_head.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
