@@ -33,6 +33,7 @@
 #include "stile/text/vocab.hpp"
 #include "stile/text/wordpiece.hpp"
 #include "stile/plan/importance.hpp"
+#include "stile/calibrate/importance.hpp"
 
 #ifndef STILE_SST2_DIR
 #define STILE_SST2_DIR "../shared/data/sst2"

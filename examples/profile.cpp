@@ -27,6 +27,7 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/calibrate/device_profiler.hpp"
 
 namespace {
 

@@ -39,6 +39,7 @@
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/layerwise.hpp"
 #include "stile/calibrate/sst2.hpp"
+#include "stile/calibrate/train_head.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/vocab.hpp"
 #include "stile/text/wordpiece.hpp"

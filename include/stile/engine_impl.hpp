@@ -110,7 +110,7 @@ class EngineCore {
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads) {
     ShardRanking ranking = options_.ranking;
-    if (planner_) ranking = planner_detail::checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
+    if (planner_) ranking = checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
     Classifier::check_heads(heads, store_.num_layers(), store_.shards_per_layer(), config().hidden, ranking);
     std::lock_guard<std::mutex> lock(mutex_);
     if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());

@@ -22,6 +22,8 @@
 
 #include "stile/core/thread_pool.hpp"
 #include "stile/calibrate/layerwise.hpp"
+#include "stile/calibrate/train_head.hpp"
+#include "stile/calibrate/importance.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"

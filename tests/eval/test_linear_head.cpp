@@ -19,6 +19,7 @@
 
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/heads_file.hpp"
+#include "stile/calibrate/train_head.hpp"
 
 using Catch::Contains;
 namespace fs = std::filesystem;

@@ -6,6 +6,7 @@
 // The fuzz seeds of fuzz_shard_store (tests/io/fuzz_seeds_store/) are written by a hidden test of
 // this program:  test_shard_store "[make-fuzz-seeds]"  (deterministic: the same bytes every run).
 #include "stile/store/shard_store.hpp"
+#include "stile/store/shard_writer.hpp"
 
 #include <unistd.h>
 

@@ -22,6 +22,7 @@
 #include "stile/io/read_backend.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_converter.hpp"
+#include "stile/calibrate/device_profiler.hpp"
 
 using Catch::Contains;
 using stile::DeviceProfile;

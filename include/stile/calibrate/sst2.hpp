@@ -3,7 +3,7 @@
 // uses, so that heads, importance profiles and reported accuracies all agree on which sentences
 // were fit to and which were held out.
 //
-// The split (Sst2Split, fixed unless a tool is told otherwise): one seeded permutation of
+// The split (Sst2Split, model/data_split.hpp, fixed unless a tool is told otherwise): one seeded permutation of
 // train.tsv's rows; its first `train` rows (8000) train the classification heads, the next
 // `calibration` rows (1000) calibrate (the importance profile). dev.tsv is never fit to: it is
 // only for reporting accuracy.
@@ -28,6 +28,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/model/data_split.hpp"
 
 namespace stile {
 
@@ -159,20 +160,13 @@ inline SeededSplit split_seeded(std::size_t n, std::uint64_t seed, std::size_t f
   return out;
 }
 
-// The split of SST-2's train.tsv used everywhere (heads, importance); recorded in the files it
-// produced, so a tool reading them uses the same rows.
-struct Sst2Split {
-  std::uint64_t seed = 20261123;
-  std::size_t train = 8000;        // head training: the permutation's first `train` rows
-  std::size_t calibration = 1000;  // calibration: the next `calibration` rows
-  bool operator==(const Sst2Split&) const = default;
-};
-
+// The parts of an Sst2Split (model/data_split.hpp).
 struct Sst2Parts {
   std::vector<std::size_t> train, calibration;  // row indices into train.tsv, disjoint
 };
 
-// The parts of a train.tsv with `rows` rows.
+// The parts of a train.tsv with `rows` rows (seeded_permutation(rows, split.seed): its first
+// split.train rows, then the next split.calibration).
 inline Sst2Parts split_sst2(std::size_t rows, const Sst2Split& split = {}) {
   require(split.train + split.calibration <= rows,
           "SST-2 split: " + std::to_string(split.train) + " training + " + std::to_string(split.calibration) +

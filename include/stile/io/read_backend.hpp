@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -292,6 +293,33 @@ inline bool short_read_is_eof(std::size_t n, bool direct) {
   return n == 0 || (direct && n % kDirectAlignment != 0);
 }
 
+}  // namespace read_backend_detail
+
+// Reads up to out.size() bytes at `offset` of the open file `fd` with pread: the one positional
+// read loop of stile's file readers (the pread backend below, the shard store's reader). It
+// retries interrupted calls (EINTR, EAGAIN), goes on after a short read, and asks for at most
+// 1 GiB per call. Returns the bytes read: fewer than out.size() only at the end of the file (a
+// read of 0 bytes; with `direct`, the file opened O_DIRECT, also a short read that is not a whole
+// number of blocks) or past the largest offset off_t holds. Throws std::system_error (errno) on an
+// I/O error.
+inline std::size_t pread_fully(int fd, std::uint64_t offset, std::span<std::byte> out, bool direct = false) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    if (offset + done > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) break;
+    const std::size_t chunk = std::min<std::size_t>(out.size() - done, std::size_t{1} << 30);
+    const ssize_t n = ::pread(fd, out.data() + done, chunk, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw std::system_error(errno, std::system_category());
+    }
+    done += static_cast<std::size_t>(n);
+    if (done < out.size() && read_backend_detail::short_read_is_eof(static_cast<std::size_t>(n), direct)) break;
+  }
+  return done;
+}
+
+namespace read_backend_detail {
+
 // ---------------------------------------------------------------------------------------------
 // pread: the portable backend.
 //
@@ -360,21 +388,14 @@ class PreadBackend final : public ReadBackend {
       const std::size_t i = job.next.fetch_add(1, std::memory_order_relaxed);
       if (i >= job.chunks.size()) return;
       Chunk& c = job.chunks[i];
-      while (c.done < c.size) {
-        const ssize_t n = ::pread(file_.fd.get(), c.data + c.done, c.size - c.done,
-                                  static_cast<off_t>(c.offset + c.done));
-        if (n < 0) {
-          if (errno == EINTR || errno == EAGAIN) continue;
-          int expected = 0;
-          job.error.compare_exchange_strong(expected, errno);
-          return;
-        }
-        c.done += static_cast<std::size_t>(n);
-        if (c.done < c.size && short_read_is_eof(static_cast<std::size_t>(n), file_.direct)) {
-          c.eof = true;
-          break;
-        }
+      try {
+        c.done = pread_fully(file_.fd.get(), c.offset, std::span(c.data, c.size), file_.direct);
+      } catch (const std::system_error& e) {
+        int expected = 0;
+        job.error.compare_exchange_strong(expected, e.code().value());
+        return;
       }
+      c.eof = c.done < c.size;
     }
   }
 

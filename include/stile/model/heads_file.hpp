@@ -10,7 +10,7 @@
 //     "store": "minilm.stile",                  the shard store's file name
 //     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
 //     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
-//                                               eval/sst2.hpp's split of train.tsv (rows: its row
+//                                               Sst2Split (model/data_split.hpp; rows: its row
 //                                               count, so another train.tsv is noticed)
 //     "heads": {
 //       "gold": {...},                          the full model, every shard at 32 bits
@@ -49,10 +49,11 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/calibrate/sst2.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/strict_json.hpp"
+#include "stile/model/data_split.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/submodel.hpp"
 
@@ -107,31 +108,6 @@ namespace heads_detail {
 
 inline constexpr std::uintmax_t kMaxBytes = std::uintmax_t{256} << 20;  // ~80 shapes of MiniLM are ~1.5 MB
 inline constexpr int kMaxJsonDepth = 8;
-
-template <class... Parts>
-[[noreturn]] void fail(std::string_view file, const Parts&... parts) {
-  fail_in_file(file, parts...);
-}
-
-inline std::uint64_t whole(const nlohmann::json& v, std::string_view what, std::string_view file) {
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  fail(file, what, " must be a whole number >= 0, got ", json_excerpt(v));
-}
-
-inline const nlohmann::json& member(const nlohmann::json& j, const char* key, std::string_view where,
-                                    std::string_view file) {
-  const auto it = j.find(key);
-  if (it == j.end()) fail(file, where, "missing \"", std::string_view(key), "\"");
-  return *it;
-}
-
-inline void only_keys(const nlohmann::json& j, std::initializer_list<std::string_view> keys, std::string_view where,
-                      std::string_view file) {
-  for (const auto& [key, value] : j.items()) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) fail(file, where, "unknown key \"", key, "\"");
-  }
-}
 
 }  // namespace heads_detail
 
@@ -190,16 +166,17 @@ inline nlohmann::json recorded_split_to_json(const RecordedSplit& s) {
 
 // {"seed", "train", "calibration", "rows"}, the parts fitting in the rows.
 inline RecordedSplit recorded_split_from_json(const nlohmann::json& split, std::string_view file) {
-  namespace d = heads_detail;
   if (!split.is_object()) fail_in_file(file, "\"split\" must be an object, got ", json_excerpt(split));
-  d::only_keys(split, {"seed", "train", "calibration", "rows"}, "\"split\": ", file);
+  constexpr std::string_view where = "\"split\"";
+  json_only_keys(split, {"seed", "train", "calibration", "rows"}, where, file);
   RecordedSplit r;
-  r.split.seed = d::whole(d::member(split, "seed", "\"split\": ", file), "\"split\".\"seed\"", file);
-  r.split.train =
-      static_cast<std::size_t>(d::whole(d::member(split, "train", "\"split\": ", file), "\"split\".\"train\"", file));
+  r.split.seed = json_whole(json_member(split, "seed", where, file), "\"split\".\"seed\"", "", file);
+  r.split.train = static_cast<std::size_t>(
+      json_whole(json_member(split, "train", where, file), "\"split\".\"train\"", "", file));
   r.split.calibration = static_cast<std::size_t>(
-      d::whole(d::member(split, "calibration", "\"split\": ", file), "\"split\".\"calibration\"", file));
-  r.rows = static_cast<std::size_t>(d::whole(d::member(split, "rows", "\"split\": ", file), "\"split\".\"rows\"", file));
+      json_whole(json_member(split, "calibration", where, file), "\"split\".\"calibration\"", "", file));
+  r.rows = static_cast<std::size_t>(
+      json_whole(json_member(split, "rows", where, file), "\"split\".\"rows\"", "", file));
   if (r.split.train > r.rows || r.split.calibration > r.rows - r.split.train) {
     fail_in_file(file, "\"split\": ", r.split.train, " training + ", r.split.calibration,
                             " calibration rows do not fit in ", r.rows, " rows");
@@ -275,34 +252,32 @@ struct HeadsFile {
   }
 
   static HeadsFile from_json(const nlohmann::json& j, std::string_view file) {
-    namespace d = heads_detail;
-    if (!j.is_object()) d::fail(file, "must be a JSON object, got ", json_excerpt(j));
-    d::only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
-    const nlohmann::json& format = d::member(j, "format", "", file);
+    if (!j.is_object()) fail_in_file(file, "must be a JSON object, got ", json_excerpt(j));
+    json_only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
+    const nlohmann::json& format = json_member(j, "format", "", file);
     if (!format.is_string() || format.get<std::string>() != kHeadsFormatName) {
-      d::fail(file, "\"format\" is ", json_excerpt(format), ", expected \"", kHeadsFormatName,
-              "\" (not a heads file)");
+      fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"", kHeadsFormatName,
+                   "\" (not a heads file)");
     }
-    const std::uint64_t version = d::whole(d::member(j, "version", "", file), "\"version\"", file);
+    const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
     if (version != kHeadsVersion) {
-      d::fail(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion,
-              "; examples/train_heads writes it)");
+      fail_in_file(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion,
+                   "; examples/train_heads writes it)");
     }
     HeadsFile h;
-    const nlohmann::json& store = d::member(j, "store", "", file);
-    if (!store.is_string()) d::fail(file, "\"store\" must be a string, got ", json_excerpt(store));
-    h.store = store.get<std::string>();
-    const std::uint64_t layers = d::whole(d::member(j, "num_layers", "", file), "\"num_layers\"", file);
-    const std::uint64_t shards = d::whole(d::member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", file);
-    if (layers < 1 || layers > 4096) d::fail(file, "\"num_layers\" = ", layers, " is outside 1..4096");
-    if (shards < 1 || shards > 4096) d::fail(file, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
+    h.store = json_string_member(j, "store", "", file);
+    const std::uint64_t layers = json_whole(json_member(j, "num_layers", "", file), "\"num_layers\"", "", file);
+    const std::uint64_t shards =
+        json_whole(json_member(j, "shards_per_layer", "", file), "\"shards_per_layer\"", "", file);
+    if (layers < 1 || layers > 4096) fail_in_file(file, "\"num_layers\" = ", layers, " is outside 1..4096");
+    if (shards < 1 || shards > 4096) fail_in_file(file, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
     h.num_layers = static_cast<std::size_t>(layers);
     h.shards_per_layer = static_cast<std::size_t>(shards);
 
-    h.split = recorded_split_from_json(d::member(j, "split", "", file), file);
+    h.split = recorded_split_from_json(json_member(j, "split", "", file), file);
 
-    const nlohmann::json& heads = d::member(j, "heads", "", file);
-    if (!heads.is_object()) d::fail(file, "\"heads\" must be an object, got ", json_excerpt(heads));
+    const nlohmann::json& heads = json_member(j, "heads", "", file);
+    if (!heads.is_object()) fail_in_file(file, "\"heads\" must be an object, got ", json_excerpt(heads));
     std::size_t hidden = 0;
     for (const auto& [key, value] : heads.items()) {
       const std::string where = concat("head \"", std::string_view(key).substr(0, 40), "\"");

@@ -124,6 +124,63 @@ inline ImportanceOrder interleaved_importance(const ShardRanking& ranking) {
   return order;
 }
 
+// A per-layer shard ranking and the global importance order (plan/importance.hpp's
+// load_importance reads them from an importance profile).
+struct ShardImportance {
+  ShardRanking ranking;   // per layer, most important first
+  ImportanceOrder order;  // all (layer, shard), most important first; per layer, the ranking
+};
+
+// The importance the planners use for profile p's layers and shards, from what was given (see
+// the top of this file): a global order alone defines the ranking, and given with one must agree
+// with it layer by layer; no ranking is shard order; no order is interleaved_importance. The
+// result's ranking is complete (every layer a permutation of 0..M-1). A malformed ranking or
+// order is a stile::Error "planner: ...".
+inline ShardImportance checked_importance(const DeviceProfile& p, const ShardRanking& ranking,
+                                          const ImportanceOrder& order) {
+  const std::size_t N = p.num_layers, M = p.shards_per_layer;
+  ShardImportance out;
+  if (!order.empty()) {
+    require(order.size() == N * M, concat("planner: the importance order has ", order.size(),
+                                                     " entries, the profile has ", N, " layers x ", M, " shards"));
+    std::set<LayerShard> seen;
+    ShardRanking derived(N);
+    for (const LayerShard& ls : order) {
+      require(ls.layer < N && ls.shard < M, concat("planner: the importance order names layer ", ls.layer,
+                                                              " shard ", ls.shard, ", outside ", N, " x ", M));
+      require(seen.insert(ls).second, concat("planner: the importance order names layer ", ls.layer,
+                                                        " shard ", ls.shard, " twice"));
+      derived[ls.layer].push_back(ls.shard);
+    }
+    if (!ranking.empty()) {
+      for (std::size_t l = 0; l < N && l < ranking.size(); ++l) {
+        require(ranking[l] == derived[l], concat("planner: the importance order ranks layer ", l,
+                                                            "'s shards differently from the shard ranking"));
+      }
+    }
+    out.ranking = std::move(derived);
+  } else if (ranking.empty()) {
+    out.ranking.assign(N, {});
+    for (auto& layer : out.ranking) {
+      for (std::size_t s = 0; s < M; ++s) layer.push_back(s);
+    }
+  } else {
+    out.ranking = ranking;
+  }
+  require(out.ranking.size() == N, concat("planner: the shard ranking covers ", out.ranking.size(),
+                                                     " layers, the profile has ", N));
+  for (std::size_t l = 0; l < N; ++l) {
+    std::vector<std::size_t> sorted = out.ranking[l];
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = sorted.size() == M;
+    for (std::size_t s = 0; permutation && s < M; ++s) permutation = sorted[s] == s;
+    require(permutation, concat("planner: the shard ranking of layer ", l,
+                                           " is not an order of the shards 0..", M - 1));
+  }
+  out.order = order.empty() ? interleaved_importance(out.ranking) : order;
+  return out;
+}
+
 // Budgets within this many ms of zero count as zero: sums of doubles must not lose a plan that
 // fits exactly.
 inline constexpr double kBudgetToleranceMs = 1e-9;
@@ -200,56 +257,6 @@ inline std::size_t bits_index(const DeviceProfile& p, unsigned bits) {
 
 inline std::size_t version_bytes(const DeviceProfile& p, unsigned bits) {
   return static_cast<std::size_t>(std::ceil(p.shard_bytes[bits_index(p, bits)]));
-}
-
-struct Importance {
-  ShardRanking ranking;  // complete: every layer of the profile, each a permutation of 0..M-1
-  ImportanceOrder order;
-};
-
-inline Importance checked_importance(const DeviceProfile& p, const ShardRanking& ranking,
-                                     const ImportanceOrder& order) {
-  const std::size_t N = p.num_layers, M = p.shards_per_layer;
-  Importance out;
-  if (!order.empty()) {
-    require(order.size() == N * M, concat("planner: the importance order has ", order.size(),
-                                                     " entries, the profile has ", N, " layers x ", M, " shards"));
-    std::set<LayerShard> seen;
-    ShardRanking derived(N);
-    for (const LayerShard& ls : order) {
-      require(ls.layer < N && ls.shard < M, concat("planner: the importance order names layer ", ls.layer,
-                                                              " shard ", ls.shard, ", outside ", N, " x ", M));
-      require(seen.insert(ls).second, concat("planner: the importance order names layer ", ls.layer,
-                                                        " shard ", ls.shard, " twice"));
-      derived[ls.layer].push_back(ls.shard);
-    }
-    if (!ranking.empty()) {
-      for (std::size_t l = 0; l < N && l < ranking.size(); ++l) {
-        require(ranking[l] == derived[l], concat("planner: the importance order ranks layer ", l,
-                                                            "'s shards differently from the shard ranking"));
-      }
-    }
-    out.ranking = std::move(derived);
-  } else if (ranking.empty()) {
-    out.ranking.assign(N, {});
-    for (auto& layer : out.ranking) {
-      for (std::size_t s = 0; s < M; ++s) layer.push_back(s);
-    }
-  } else {
-    out.ranking = ranking;
-  }
-  require(out.ranking.size() == N, concat("planner: the shard ranking covers ", out.ranking.size(),
-                                                     " layers, the profile has ", N));
-  for (std::size_t l = 0; l < N; ++l) {
-    std::vector<std::size_t> sorted = out.ranking[l];
-    std::sort(sorted.begin(), sorted.end());
-    bool permutation = sorted.size() == M;
-    for (std::size_t s = 0; permutation && s < M; ++s) permutation = sorted[s] == s;
-    require(permutation, concat("planner: the shard ranking of layer ", l,
-                                           " is not an order of the shards 0..", M - 1));
-  }
-  out.order = order.empty() ? interleaved_importance(out.ranking) : order;
-  return out;
 }
 
 inline std::vector<double> layer_compute_ms(const DeviceProfile& p, const SubmodelPlan& plan, std::size_t tokens) {
@@ -490,7 +497,7 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   require(!std::isnan(options.target_ms), "planner: the latency target is NaN");
   require(options.slots >= 1, "planner: the pipeline needs at least one working-buffer slot");
   require(options.headroom >= 0 && options.headroom < 1, "planner: the headroom must be in [0, 1)");
-  const d::Importance imp = d::checked_importance(profile, ranking, options.importance);
+  const ShardImportance imp = checked_importance(profile, ranking, options.importance);
   const unsigned lowest = options.min_bits == 0 ? profile.bits.front() : options.min_bits, highest = profile.bits.back();
   (void)d::bits_index(profile, lowest);  // a clear error when the profile lacks min_bits
   const unsigned preload_bits = options.preload_bits == 0 ? lowest : options.preload_bits;
@@ -600,7 +607,7 @@ class Planner {
     planner_detail::check_profile(profile_);
     require(!std::isnan(options_.target_ms), "planner: the latency target is NaN");
     require(options_.headroom >= 0 && options_.headroom < 1, "planner: the headroom must be in [0, 1)");
-    (void)planner_detail::checked_importance(profile_, ranking_, options_.importance);
+    (void)checked_importance(profile_, ranking_, options_.importance);
     if (options_.preload_bits != 0) (void)planner_detail::bits_index(profile_, options_.preload_bits);
   }
 

@@ -24,6 +24,7 @@
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/store/shard_store.hpp"
+#include "stile/store/shard_writer.hpp"
 #include "stile/store/shard_layout.hpp"
 #include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
