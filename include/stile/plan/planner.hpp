@@ -1,93 +1,22 @@
 #pragma once
-// The two-stage planner of the elastic engine (STI's, with three fixes where it falls short): per
-// request length bucket, which submodel to run (n layers, m shards each) and at which bitwidth
-// each shard streams, so that compute plus the IO the pipeline cannot hide fit the target T.
+// The two-stage planner of the elastic engine (STI's, with our departures as options): for a
+// request of `tokens` tokens (planned per length bucket) that first reads `word_rows` word rows,
+// which submodel to run (n layers x m shards, each layer's shards by importance), the bitwidth of
+// each shard, and the versions the preload buffer should hold, so that the layers' compute plus
+// the IO the pipeline cannot hide fit the target T. The method, and how it differs from the
+// published one: docs/planner.md.
 //
-// Times come from the DeviceProfile: T_io(b) = io_ms_at(b) for one shard version (or, with
-// PlannerOptions::layer_io, a layer's IO time for its versions read together); T_comp(k) =
-// compute_ms_at(b, tokens, m_k) for layer k with m_k shards, at the bitwidth of its widest shard
-// (as estimate_pipeline: one layer's compute is profiled at one bitwidth, the slowest decode).
+//   Planner planner(profile, ranking, {.target_ms = 60, .preload_budget_bytes = 1 << 20});
+//   ElasticPlan p = planner.plan(tokens, word_rows, held);  // cached per (bucket, word rows)
 //
-// 1. Compute planning (plan_compute): the largest n x m (max n*m, ties to the deeper one) with
-//    n * T_comp(m) <= T, where T_comp(m) is the max over the stored bitwidths (bits are not
-//    chosen yet, so the conservative one). When not even 1 x 1 fits, the plan is 1 x 1 with
-//    meets_target = false: a defined plan, never an exception, since the engine must answer.
-// 2. Preload set: the submodel's shards in layer order (each layer's by importance), as many from
-//    the start as fit the preload budget, each at `preload_bits` (default: the lowest stored
-//    bitwidth, 2 bits on every store we make; STI preloads low-bit shards so that more fit).
-//    Sizes: the store's exact version sizes when given (PlannerOptions::version_bytes, the
-//    engine's), else profile.shard_bytes (mean bytes of one version), rounded up. Preloaded
-//    shards keep that bitwidth; the passes below only choose bits for the others.
-// 3. IO planning with accumulated IO budgets (accumulated_io_budgets):
-//      AIB(0) = head start + the IO time of the preloaded versions the plan uses
-//      AIB(k) = AIB(k-1) + T_comp(k-1)
-//    and every chosen version of layer k, preloaded or not, debits T_io(its bits) from AIB(k) ..
-//    AIB(n-1). Valid iff every AIB >= 0 (within 1e-9 ms, so a plan that fits exactly is not lost
-//    to rounding). Debiting the preloaded versions too is STI's rule read literally ("selecting
-//    a shard version at layer k debits layers k..n-1"); with the preload a prefix in layer order,
-//    their credit and debit cancel, and what remains is exactly the pipeline's no-stall
-//    condition: the non-preloaded IO of layers 0..k must be done by the time compute reaches
-//    layer k. (Crediting the preload without debiting it would count its time twice and pass
-//    plans that stall.)
-//    Pass 1: every non-preloaded shard at the highest uniform stored bitwidth that keeps the
-//    plan valid (the lowest if none does). Pass 2: one sweep over the shards in importance order,
-//    each raised to the highest stored bitwidth that keeps the plan valid.
-//
-// Where we do better than the published planner (all on by default; all off = STI as published,
-// for comparisons):
-//  - count_slack: the head start is the compute's slack, max(0, T - sum of T_comp): compute may
-//    start that late and still end by T, so that much IO fits before layer 0 at no cost. STI
-//    starts from AIB(0) = the preload alone, so with a zero budget nothing is ever valid.
-//  - shrink: when even the lowest bitwidth cannot be loaded in time (fast compute, slow flash:
-//    eMMC-speed storage), STI keeps the compute-planned submodel at 2 bits and stalls past the
-//    deadline. We drop the least important shard of the submodel (last in the importance order
-//    among those it has) and retry; when that shard is its layer's only one, the last layer goes
-//    instead (a layer needs a shard). Down to 1 x 1; if that is still invalid: lowest bits,
-//    meets_target = false. ElasticPlan::dropped_shards / dropped_layers report it.
-//    With PlannerOptions::shape_accuracy (the heads' calibration accuracies), the shrink instead
-//    tries the uniform shapes n x m whose compute fits, most accurate first (ties: more shards,
-//    then deeper), and keeps the first that pass 1 makes valid. Dropping one shard at a time
-//    leaves layers of uneven widths, which no head was trained on, and it trims width before
-//    depth; on all-MiniLM-L6-v2 (SST-2 dev, heads per shape, 4-bit shards) 4 x 12 scores 80.5%
-//    where 6 x 8 scores 77.9% for the same 48 shards (docs/sst2_eval.md).
-//  - check_pipeline: valid also needs the replayed pipeline (estimate_pipeline with `slots`
-//    working-buffer slots, the engine's) to end by T. The AIB model lets IO run any number of
-//    layers ahead (with the slack counted it is exactly the pipeline with unlimited slots); the
-//    engine's IO of layer k waits for compute of layer k - slots, so the IO lane idles while
-//    preloaded layers compute. Without this check, plans with two or three layers preloaded
-//    passed the AIB test and overran T by 5-20% in the replay (a MiniLM-shaped profile).
-//  Off by default, given by the engine:
-//  - preload_held: STI plans as if the preload buffer were full. Before it is (the first request,
-//    or the first after the budget grew) that plan reads more than it was costed for and overruns
-//    T (a cold MiniLM request at T = 60 ms with 1 MiB of preload: 71.7 ms). The engine plans such
-//    a request for what the buffer holds, with the preload set still at the preload bitwidth, so
-//    the request's reads fill it.
-//  - layer_io: a layer's IO as the engine reads it (one request latency per contiguous run of
-//    versions, pipeline_estimate.hpp), not one per version: a MiniLM layer at one bitwidth is one
-//    read of 12.5 ms on emulated eMMC, not twelve of 17.0 ms together.
-//  - headroom: a share of T kept free (the engine: 5%), since profiled times are medians.
-//  - shape_accuracy: the shrink by heads' calibration accuracy (above).
-//  Pass 1 tries uniform bitwidths only (as published): where compute time depends on the bits, a
-//  mixed assignment can fit where no uniform one does; the planner then shrinks instead.
-//
-// Importance: a per-layer ShardRanking (most to least important; empty: shard order) and a
-// global order over (layer, shard) for pass 2 and the shrink (empty: interleaved by rank, every
-// layer's rank-0 shard in layer order, then rank 1, ...). A global order given alone defines the
-// per-layer ranking; given with one, it must agree with it layer by layer.
-//
-// No target (target_ms <= 0, as EngineOptions): the whole model, every shard at the highest
-// stored bitwidth, the preload set at that bitwidth too (nothing to trade). A NaN target, a
-// preload bitwidth the profile lacks, a profile whose tables do not match its bitwidths, a
-// malformed ranking or importance order: stile::Error naming the problem.
-//
-// Word rows: a request first reads its distinct tokens' word-embedding rows (0.35-0.45 ms each
-// on emulated eMMC), and their time comes off T. STI plans per length bucket; charging every
-// request the bucket's length (a 33-token sentence as 64 rows, 29 ms of a 40 ms target) wastes
-// most of a tight target, so the engine passes the rows the request reads.
-//
-// Planner caches one plan per (length bucket, word rows) and replans only when T, the preload
-// budget, the bucket or the rows change (STI: planning is per configuration, not per request).
-// Not thread-safe: the engine owns one and calls it under its own lock.
+// @pre  the profile's tables match its bitwidths; the ranking and importance order are
+//       permutations of the profile's shards; T is not NaN; headroom in [0, 1); slots >= 1
+//       (stile::Error naming the problem otherwise, at construction where possible).
+// @post always a plan, never an exception for a target too tight: at worst 1 x 1 at the lowest
+//       allowed bitwidth with meets_target = false. valid: every accumulated IO budget >= 0
+//       (accumulated_io_budgets) and, with check_pipeline, estimate_pipeline() ends by T less
+//       the headroom and the word rows' reads. T <= 0: the whole model at the highest bitwidth.
+// Not thread-safe: the engine owns one Planner and calls it under its own lock.
 #include <algorithm>
 #include <cmath>
 #include <compare>
@@ -203,7 +132,7 @@ struct PlannerOptions {
   std::function<std::size_t(const ShardKey&)> version_bytes;
   // Ours: the accuracy of each uniform n x m submodel (the calibration accuracy of its head,
   // HeadsFile::shape_accuracy; NaN: no head, not a candidate). Given, the shrink takes the most
-  // accurate shape that fits instead of dropping shards one at a time (see the top).
+  // accurate shape that fits instead of dropping shards one at a time (docs/planner.md).
   std::function<double(std::size_t layers, std::size_t shards)> shape_accuracy;
   // Pass 2's order; empty: the importance order. For ablations (random orders).
   ImportanceOrder upgrade_order;
@@ -290,7 +219,7 @@ inline double preload_head_start_ms(const DeviceProfile& profile, const Submodel
   return t;
 }
 
-// AIB(0..n-1) after every debit (see the top): AIB(0) = head_start_ms + the preload's IO time,
+// AIB(0..n-1) after every debit (docs/planner.md): AIB(0) = head_start_ms + the preload's IO time,
 // AIB(k) = AIB(k-1) + T_comp(k-1), each chosen version of layer k debited from k on (with a
 // layer IO model, the layer's IO time for all its versions).
 inline std::vector<double> accumulated_io_budgets(const DeviceProfile& profile, const SubmodelPlan& plan,
@@ -334,7 +263,7 @@ inline double conservative_layer_ms(const DeviceProfile& profile, std::size_t to
   return t;
 }
 
-// Stage 1 (see the top). target_ms <= 0: the whole model.
+// Stage 1 (docs/planner.md). target_ms <= 0: the whole model.
 inline ComputePlan plan_compute(const DeviceProfile& profile, std::size_t tokens, double target_ms) {
   planner_detail::check_profile(profile);
   require(!std::isnan(target_ms), "planner: the latency target is NaN");
@@ -486,7 +415,7 @@ inline std::vector<std::pair<std::size_t, std::size_t>> shapes_by_accuracy(
 
 }  // namespace planner_detail
 
-// Plans one request length (see the top). `ranking`: per layer, shards from most to least
+// Plans one request length (docs/planner.md). `ranking`: per layer, shards from most to least
 // important (empty: shard order, or the one options.importance implies). `word_rows`: the
 // word-embedding rows the request reads before the layers (its distinct tokens); unknown: one per
 // token of the length bucket, the most any request of the bucket reads.
