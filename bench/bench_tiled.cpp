@@ -12,7 +12,7 @@
 //     s = 128 under a tight budget (a quarter of the untiled peak at s = 128), where tiles are small;
 // (c) latency of every n x m submodel (first n layers, m shards each) at s = 128: the table the
 //     compute planner reads.
-// MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by examples/convert);
+// MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by tools/convert);
 // the BERT-base shape (12 layers, d 768, 12 heads, d_ff 3072) uses Gaussian weights made on the
 // spot and quantized in memory, which the output says.
 #include <algorithm>

@@ -1,5 +1,5 @@
 // SST-2 dev accuracy of uniform submodels of a shard store, each with the heads of
-// examples/train_heads: what the planner's choices trade. Three tables:
+// tools/train_heads: what the planner's choices trade. Three tables:
 //   - the whole model at every stored bitwidth below 32, with the gold head (what bits cost);
 //   - n x 12-style full-width submodels and 6 x m-style full-depth ones at 4 bits, each with its
 //     own head and with the gold head (what depth and width cost, and what a head of another

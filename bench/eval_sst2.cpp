@@ -7,8 +7,8 @@
 //             [--ablation-seeds 5] [--min-bits 4]
 //             [--headroom 0.05] [--word-cache-kb 0] [--latency-only]
 //
-// Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
-// STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
+// Needs STORE.profile.json (tools/profile, with the same --storage), STORE.heads.json and
+// STORE.importance.json (tools/train_heads, tools/importance); --latency-only needs neither
 // (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
 //   ours-0, ours-P     the engine's planner holding 0 and P KiB between requests (one row per P
 //                      given): a word-row cache of min(W, P) KiB (--word-cache-kb W), the rest

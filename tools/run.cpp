@@ -1,7 +1,7 @@
-// run: the elastic engine from the command line. Opens a shard store (examples/convert) with a
-// device profile (examples/profile), runs each text as a request, cold (first request on an empty
+// run: the elastic engine from the command line. Opens a shard store (tools/convert) with a
+// device profile (tools/profile), runs each text as a request, cold (first request on an empty
 // preload buffer) and then warm (the preload buffer filled by the cold run), and prints the
-// embedding, the class (with the heads of examples/train_heads), the plan and a timeline summary.
+// embedding, the class (with the heads of tools/train_heads), the plan and a timeline summary.
 //
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"

@@ -62,7 +62,7 @@ options:
                         (default: <repo>/../shared/data/sst2)
   --shapes LIST         comma-separated: gold (the full model), NxM (N layers x M shards per
                         layer), or all (gold and every NxM) (default: all)
-  --importance FILE     an importance profile (examples/importance): each layer keeps its M most
+  --importance FILE     an importance profile (tools/importance): each layer keeps its M most
                         important shards (default: shards 0..M-1)
   --out FILE            the heads file (default: STORE.heads.json); heads in it that are not
                         retrained are kept
