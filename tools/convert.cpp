@@ -16,58 +16,12 @@
 
 #include <fmt/format.h>
 
+#include "cli.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/store/shard_converter.hpp"
 
 namespace {
-
-constexpr const char* kUsage = R"(usage: convert [options] [MODEL_DIR] OUT
-
-Converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; default:
-$STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2) into the shard store OUT. OUT is written
-to a temporary file and renamed, so it is either complete or untouched.
-
-options:
-  --shards M            shards per layer (default: one per attention head); must divide the heads
-                        and the FFN width
-  --bits LIST           bitwidths to store, from 2,3,4,5,6,32 (default: all of them)
-  --outlier-threshold T weights whose log-likelihood under the layer's Gaussian is below T are
-                        kept exactly as outliers (default: -4)
-  --no-refine           skip the k-means refinement of the equal-population dictionaries
-  --help                print this help
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "convert: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-std::size_t parse_count(std::string_view text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(std::string(text), &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != text.size() || text.empty()) usage_error(fmt::format("{} must be a number, got '{}'", what, text));
-  return static_cast<std::size_t>(value);
-}
-
-std::vector<unsigned> parse_bits(std::string_view list) {
-  std::vector<unsigned> bits;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::string_view item = list.substr(0, comma);
-    const auto b = static_cast<unsigned>(parse_count(item, "--bits"));
-    if (!stile::quant::is_supported_bits(b)) usage_error(fmt::format("--bits: {} is not one of 2,3,4,5,6,32", b));
-    bits.push_back(b);
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-  }
-  if (bits.empty()) usage_error("--bits needs at least one bitwidth");
-  return bits;
-}
 
 std::string human_bytes(double bytes) {
   if (bytes >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0));
@@ -78,39 +32,22 @@ std::string human_bytes(double bytes) {
 
 int main(int argc, char** argv) {
   stile::ConvertOptions options;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--shards") {
-      options.shards = parse_count(value(), "--shards");
-      if (options.shards == 0) usage_error("--shards must be positive");
-    } else if (arg == "--bits") {
-      options.bits = parse_bits(value());
-    } else if (arg == "--outlier-threshold") {
-      const std::string text(value());
-      try {
-        std::size_t pos = 0;
-        options.quantizer.outlier_log_likelihood = std::stod(text, &pos);
-        if (pos != text.size()) throw std::invalid_argument(text);
-      } catch (const std::exception&) {
-        usage_error("--outlier-threshold must be a number, got '" + text + "'");
-      }
-    } else if (arg == "--no-refine") {
-      options.quantizer.refine = false;
-    } else if (arg.starts_with("-")) {
-      usage_error(fmt::format("unknown option '{}'", arg));
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.empty() || positional.size() > 2) usage_error("give the output path (and optionally MODEL_DIR first)");
+  stile_cli::Parser cli("convert", "[options] [MODEL_DIR] OUT",
+                        "Converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; "
+                        "default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2) into the shard store OUT. "
+                        "OUT is written to a temporary file and renamed, so it is either complete or untouched.");
+  cli.flag("--shards", "M",
+           "shards per layer (default: one per attention head); must divide the heads and the FFN width",
+           options.shards)
+      .at_least(1);
+  cli.bits("--bits", "LIST", "bitwidths to store, from 2,3,4,5,6,32 (default: all of them)", options.bits);
+  cli.flag("--outlier-threshold", "T",
+           "weights whose log-likelihood under the layer's Gaussian is below T are kept exactly as outliers",
+           options.quantizer.outlier_log_likelihood);
+  cli.toggle("--no-refine", "skip the k-means refinement of the equal-population dictionaries",
+             [&] { options.quantizer.refine = false; });
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.empty() || positional.size() > 2) cli.fail("give the output path (and optionally MODEL_DIR first)");
   const std::filesystem::path model_dir = positional.size() == 2 ? positional[0] : stile::default_model_dir().string();
   const std::filesystem::path out = positional.back();
 

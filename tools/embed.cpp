@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,28 +23,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
 
 namespace {
-
-constexpr const char* kUsage = R"(usage: embed [options] [sentence ...]
-
-Embeds each sentence with a sentence-transformers BERT model (tokenize, encode, pool, normalize as
-the model's files say). Sentences come from the arguments; with none, or where one is "-", from
-standard input, one per line.
-
-options:
-  --model DIR     model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)
-  --similarity    print the cosine similarity matrix of the sentences instead of embeddings
-  --format FMT    text (default) or json
-  --full          text format: print every value of each embedding, not the first 8 and the norm
-  --threads N     threads to compute with (default: $STILE_NUM_THREADS, else one per core)
-  --verbose       print token counts and timings to standard error
-  --help          print this help
-  --              the arguments after it are sentences, even those starting with "-"
-)";
 
 // Sentences are encoded this many at a time: one encode() call per chunk keeps the activations
 // of a long input file bounded while still batching.
@@ -64,10 +47,6 @@ struct Options {
   std::vector<std::string> sentences;
 };
 
-struct UsageError {
-  std::string message;
-};
-
 // Appends stdin's lines (without "\n" or a "\r\n" ending) to sentences.
 void read_stdin_lines(std::vector<std::string>& sentences) {
   for (std::string line; std::getline(std::cin, line);) {
@@ -77,61 +56,34 @@ void read_stdin_lines(std::vector<std::string>& sentences) {
   if (std::cin.bad()) throw stile::Error("cannot read standard input");
 }
 
-std::size_t parse_threads(std::string_view text) {
-  std::size_t n = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9' || n > 1024) throw UsageError{fmt::format("--threads wants a number from 1 to 1024, got '{}'", text)};
-    n = n * 10 + static_cast<std::size_t>(c - '0');
-  }
-  if (n == 0 || n > 1024) throw UsageError{fmt::format("--threads wants a number from 1 to 1024, got '{}'", text)};
-  return n;
-}
-
-// Returns nothing when --help was asked for.
-std::optional<Options> parse_args(int argc, char** argv) {
+Options parse_args(int argc, char** argv) {
   Options options;
   options.model_dir = stile::default_model_dir();
+  std::string format = "text";
+  stile_cli::Parser cli("embed", "[options] [sentence ...]",
+                        "Embeds each sentence with a sentence-transformers BERT model (tokenize, encode, pool, "
+                        "normalize as the model's files say). Sentences come from the arguments; with none, or where "
+                        "one is \"-\", from standard input, one per line.");
+  cli.flag("--model", "DIR", "model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)",
+           options.model_dir);
+  cli.toggle("--similarity", "print the cosine similarity matrix of the sentences instead of embeddings",
+             options.similarity);
+  cli.flag("--format", "FMT", "text or json", format).one_of({"text", "json"});
+  cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
+  cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
+  cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
+  const std::vector<std::string> args = cli.parse(argc, argv);
+  options.format = format == "json" ? Format::kJson : Format::kText;
+  // Arguments first, then stdin's lines (where "-" was before any "--", or when there are no
+  // arguments).
   bool read_stdin = false;
-  bool only_sentences = false;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    const auto value = [&]() -> std::string_view {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", arg)};
-      return args[++i];
-    };
-    if (only_sentences || arg.empty() || (arg[0] != '-')) {
-      options.sentences.emplace_back(arg);
-    } else if (arg == "-") {
+    if (args[i] == "-" && i < cli.literal_from()) {
       read_stdin = true;
-    } else if (arg == "--") {
-      only_sentences = true;
-    } else if (arg == "--help" || arg == "-h") {
-      return std::nullopt;
-    } else if (arg == "--model") {
-      options.model_dir = value();
-    } else if (arg == "--similarity") {
-      options.similarity = true;
-    } else if (arg == "--format") {
-      const std::string_view format = value();
-      if (format == "text") {
-        options.format = Format::kText;
-      } else if (format == "json") {
-        options.format = Format::kJson;
-      } else {
-        throw UsageError{fmt::format("--format wants text or json, got '{}'", format)};
-      }
-    } else if (arg == "--full") {
-      options.full = true;
-    } else if (arg == "--threads") {
-      options.threads = parse_threads(value());
-    } else if (arg == "--verbose" || arg == "-v") {
-      options.verbose = true;
     } else {
-      throw UsageError{fmt::format("unknown option '{}'", arg)};
+      options.sentences.push_back(args[i]);
     }
   }
-  // Arguments first, then stdin's lines (where "-" was, or when there are no arguments).
   if (read_stdin || options.sentences.empty()) read_stdin_lines(options.sentences);
   return options;
 }
@@ -190,6 +142,12 @@ void print_similarity(const Options& options, const std::vector<std::vector<floa
   for (const std::vector<float>& row : matrix) fmt::print("{:7.4f}\n", fmt::join(row, " "));
 }
 
+int finish_output() {
+  std::fflush(stdout);
+  if (std::ferror(stdout)) throw stile::Error("cannot write the output");
+  return 0;
+}
+
 int run(const Options& options) {
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point start) {
@@ -234,24 +192,14 @@ int run(const Options& options) {
   } else {
     print_embeddings(options, embeddings);
   }
-  std::fflush(stdout);
-  if (std::ferror(stdout)) throw stile::Error("cannot write the output");
-  return 0;
+  return finish_output();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const std::optional<Options> options = parse_args(argc, argv);
-    if (!options) {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    return run(*options);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "embed: {}\n(see embed --help)\n", e.message);
-    return 2;
+    return run(parse_args(argc, argv));
   } catch (const std::exception& e) {
     fmt::print(stderr, "embed: {}\n", e.what());
     return 1;

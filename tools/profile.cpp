@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/read_backend.hpp"
@@ -28,108 +30,30 @@
 #include "stile/io/storage_emulator.hpp"
 #include "stile/plan/device_profile.hpp"
 
-namespace {
-
-constexpr const char* kUsage = R"(usage: profile [options] STORE
-
-Measures how long this device takes to read one shard version of the shard store STORE at each
-bitwidth, and to compute one layer from m shards at each bitwidth and sequence length, and writes
-the device profile the planners read. Run it on an otherwise idle machine.
-
-options:
-  --out PATH            where to write the profile (default: STORE.profile.json)
-  --storage NAME        emulate a board's flash: emmc, sd, nvme, or none (default: none, the
-                        real device)
-  --backend NAME        read backend: auto, io_uring, pread (default: auto)
-  --threads N           compute threads (default: one per core, or $STILE_NUM_THREADS)
-  --repeats R           timed runs per measurement, after one warm-up (default: 5)
-  --lengths LIST        token-length buckets (default: 16,32,64,128,256; clamped to the model's
-                        max_position_embeddings)
-  --help                print this help
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "profile: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-std::size_t parse_count(std::string_view text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(std::string(text), &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != text.size() || text.empty() || text.front() == '-') {
-    usage_error(fmt::format("{} must be a number, got '{}'", what, text));
-  }
-  return static_cast<std::size_t>(value);
-}
-
-std::vector<std::size_t> parse_lengths(std::string_view list) {
-  std::vector<std::size_t> lengths;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::size_t l = parse_count(list.substr(0, comma), "--lengths");
-    if (l == 0) usage_error("--lengths: a length must be at least 1 token");
-    lengths.push_back(l);
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-  }
-  if (lengths.empty()) usage_error("--lengths needs at least one length");
-  return lengths;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   stile::ProfileOptions options;
   std::optional<std::filesystem::path> out;
-  std::string backend_name = "auto";
+  stile::ReadBackendOptions backend_options;
   std::size_t threads = 0;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--out") {
-      out = std::filesystem::path(std::string(value()));
-    } else if (arg == "--storage") {
-      options.storage_name = std::string(value());
-    } else if (arg == "--backend") {
-      backend_name = std::string(value());
-    } else if (arg == "--threads") {
-      threads = parse_count(value(), "--threads");
-      if (threads == 0) usage_error("--threads must be positive");
-    } else if (arg == "--repeats") {
-      options.repeats = parse_count(value(), "--repeats");
-      if (options.repeats == 0) usage_error("--repeats must be positive");
-    } else if (arg == "--lengths") {
-      options.lengths = parse_lengths(value());
-    } else if (arg.starts_with("-")) {
-      usage_error(fmt::format("unknown option '{}'", arg));
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.size() != 1) usage_error("give one shard store");
+  stile_cli::Parser cli("profile", "[options] STORE",
+                        "Measures how long this device takes to read one shard version of the shard store STORE at "
+                        "each bitwidth, and to compute one layer from m shards at each bitwidth and sequence length, "
+                        "and writes the device profile the planners read. Run it on an otherwise idle machine.");
+  cli.flag("--out", "PATH", "where to write the profile (default: STORE.profile.json)", out);
+  cli.storage(options.storage_name);
+  cli.backend(backend_options);
+  cli.threads(threads, "compute threads (default: one per core, or $STILE_NUM_THREADS)");
+  cli.flag("--repeats", "R", "timed runs per measurement, after one warm-up", options.repeats).at_least(1);
+  cli.flag("--lengths", "LIST", "token-length buckets (clamped to the model's max_position_embeddings)",
+           options.lengths)
+      .at_least(1);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
   const std::filesystem::path store_path = positional[0];
-  if (!out) {
-    out = store_path;
-    *out += ".profile.json";
-  }
+  if (!out) out = stile_cli::sidecar_path(store_path, stile_cli::Sidecar::profile);
 
   try {
-    // Names first: a typo is an error before minutes of measuring.
     const stile::StorageProfile storage = stile::storage_profile(options.storage_name);
-    stile::ReadBackendOptions backend_options;
-    backend_options.kind = stile::parse_read_backend_kind(backend_name);
-
     const stile::ShardStore store = stile::ShardStore::open(store_path);
     std::string note;
     std::unique_ptr<stile::ReadBackend> backend =
