@@ -15,22 +15,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli.hpp"
+
 namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
-  fs::path out_dir, vocab_path;
+  fs::path vocab_path;
   std::size_t d = 768, layers = 12, heads = 12, ff = 3072;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--vocab" && i + 1 < argc) vocab_path = argv[++i];
-    else if (a == "--base") d = 768, layers = 12, heads = 12, ff = 3072;
-    else if (a == "--large") d = 1024, layers = 24, heads = 16, ff = 4096;
-    else out_dir = std::string(a);
-  }
-  if (out_dir.empty() || vocab_path.empty()) {
-    std::fprintf(stderr, "usage: make_random_bert OUT_DIR --vocab VOCAB_TXT [--base | --large]\n");
-    return 2;
-  }
+  stile_cli::Parser cli("make_random_bert", "[options] OUT_DIR --vocab VOCAB_TXT",
+                        "Writes a BERT checkpoint of random weights (config.json, vocab.txt, model.safetensors) into "
+                        "OUT_DIR, for speed and memory only: the weights mean nothing. BERT-base by default.");
+  cli.flag("--vocab", "FILE", "the vocabulary to copy (a real model's vocab.txt: tokenization must work)", vocab_path);
+  cli.toggle("--base", "BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072", [&] { d = 768, layers = 12, heads = 12, ff = 3072; });
+  cli.toggle("--large", "BERT-large: 24 layers, hidden 1024, 16 heads, FFN 4096",
+             [&] { d = 1024, layers = 24, heads = 16, ff = 4096; });
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1 || vocab_path.empty()) cli.fail("give OUT_DIR and --vocab");
+  const fs::path out_dir = positional[0];
   std::ifstream vin(vocab_path);
   if (!vin) {
     std::fprintf(stderr, "make_random_bert: cannot read %s\n", vocab_path.c_str());
