@@ -1,14 +1,16 @@
-// embed: sentence embeddings (or their cosine similarities) from a sentence-transformers BERT
-// model directory, computed with stile's fp32 encoder.
+// embed: sentence embeddings (or their cosine similarities, or their tokens) from a
+// sentence-transformers BERT model directory, computed with stile's fp32 encoder.
 //
 //   embed "A man is eating food." "A man is eating a piece of bread."
 //   embed --similarity --format json < sentences.txt
+//   embed --tokens "A man is playing a guitar."
 //
 // Exit status: 0 ok, 1 runtime error (bad model, unreadable input), 2 usage error.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -40,6 +42,7 @@ enum class Format { kText, kJson };
 struct Options {
   std::filesystem::path model_dir;
   bool similarity = false;
+  bool tokens = false;
   Format format = Format::kText;
   bool full = false;
   std::size_t threads = 0;  // 0: the default pool
@@ -68,11 +71,16 @@ Options parse_args(int argc, char** argv) {
            options.model_dir);
   cli.toggle("--similarity", "print the cosine similarity matrix of the sentences instead of embeddings",
              options.similarity);
+  cli.toggle("--tokens",
+             "print each sentence's tokens instead of embeddings: the WordPiece pieces and their ids (json: arrays "
+             "\"tokens\" and \"ids\"), to check the tokenizer against another",
+             options.tokens);
   cli.flag("--format", "FMT", "text or json", format).one_of({"text", "json"});
   cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
   cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   const std::vector<std::string> args = cli.parse(argc, argv);
+  if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
   options.format = format == "json" ? Format::kJson : Format::kText;
   // Arguments first, then stdin's lines (where "-" was before any "--", or when there are no
   // arguments).
@@ -127,6 +135,31 @@ void print_embeddings(const Options& options, const std::vector<std::vector<floa
   }
 }
 
+// Each sentence's WordPiece pieces and ids, [CLS] and [SEP] included: "play 2377" per line (text),
+// or {"text", "tokens", "ids"} (json).
+void print_tokens(const Options& options, const stile::Vocab& vocab, const std::vector<stile::Encoding>& encodings) {
+  const auto pieces = [&](const stile::Encoding& e) {
+    std::vector<std::string> out;
+    for (const std::int32_t id : e.input_ids) out.push_back(vocab.token(id));
+    return out;
+  };
+  if (options.format == Format::kJson) {
+    fmt::print("[");
+    for (std::size_t i = 0; i < encodings.size(); ++i) {
+      const nlohmann::ordered_json row = {
+          {"text", options.sentences[i]}, {"tokens", pieces(encodings[i])}, {"ids", encodings[i].input_ids}};
+      fmt::print("{}\n{}", i == 0 ? "" : ",", to_json(row));
+    }
+    fmt::print("{}]\n", encodings.empty() ? "" : "\n");
+    return;
+  }
+  for (std::size_t i = 0; i < encodings.size(); ++i) {
+    fmt::print("{}{} ({} tokens)\n", i == 0 ? "" : "\n", options.sentences[i], encodings[i].size());
+    const std::vector<std::string> p = pieces(encodings[i]);
+    for (std::size_t t = 0; t < p.size(); ++t) fmt::print("{} {}\n", p[t], encodings[i].input_ids[t]);
+  }
+}
+
 void print_similarity(const Options& options, const std::vector<std::vector<float>>& embeddings) {
   // float: the embeddings' own precision, and short JSON numbers.
   std::vector<std::vector<float>> matrix(embeddings.size(), std::vector<float>(embeddings.size()));
@@ -159,6 +192,12 @@ int run(const Options& options) {
   if (options.verbose) {
     fmt::print(stderr, "embed: loaded {} in {:.1f} ms (dim {}, max {} tokens)\n", options.model_dir.string(),
                ms_since(load_start), encoder.dim(), encoder.config().max_seq_length);
+  }
+  if (options.tokens) {
+    std::vector<stile::Encoding> encodings;
+    for (const std::string& sentence : options.sentences) encodings.push_back(encoder.tokenizer().encode(sentence));
+    print_tokens(options, encoder.tokenizer().vocab(), encodings);
+    return finish_output();
   }
   std::unique_ptr<stile::ThreadPool> pool;
   if (options.threads != 0) pool = std::make_unique<stile::ThreadPool>(options.threads);
