@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_timer.hpp"
+#include "cli.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
@@ -42,25 +43,17 @@ double gemm_peak_gflops(stile::ThreadPool& pool) {
 int main(int argc, char** argv) {
   std::string model_dir = stile::default_model_dir().string();
   std::string peers_path, out_path;
-  double batch_seconds = 0.05;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        fmt::print(stderr, "bench_bert: {} needs a value\n", a);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--model") model_dir = next();
-    else if (a == "--peers") peers_path = next();
-    else if (a == "--out") out_path = next();
-    else if (a == "--seconds") batch_seconds = std::stod(next()) / 9;
-    else {
-      fmt::print(stderr, "usage: bench_bert [--model DIR] [--peers peers.json] [--out stile.json] [--seconds S]\n");
-      return 2;
-    }
-  }
+  double batch_seconds = 0.05;  // a cell: 9 batches of runs
+  stile_cli::Parser cli("bench_bert", "[options]",
+                        "End-to-end latency of stile's fp32 encoder on the default model, batch 1, at 1 and 2 "
+                        "threads, beside PyTorch and ONNX Runtime when given their figures (bench/run_bert_bench).");
+  cli.flag("--model", "DIR", "model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)",
+           model_dir);
+  cli.flag("--peers", "FILE", "the peers' figures (bench/peers/bert_peers.py --out)", peers_path);
+  cli.flag("--out", "FILE", "write stile's figures as JSON", out_path);
+  cli.flag("--seconds", "S", "seconds per cell, 9 batches of runs (default: 0.45)",
+           [&](std::string_view v) { batch_seconds = stile_cli::parse_number(v, "--seconds") / 9; });
+  if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   const stile::BertModel model = stile::BertModel::load(model_dir);
   const stile::BertConfig& c = model.config();

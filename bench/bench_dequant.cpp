@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "bench_timer.hpp"
+#include "cli.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
@@ -98,22 +99,17 @@ bool force_target(const std::string& name) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abc";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--quick") {
-      quick = true;
-    } else if (arg == "--target" && i + 1 < argc) {
-      if (!force_target(argv[++i])) {
-        fmt::print(stderr, "target {} is not supported here or not compiled\n", argv[i]);
-        return 1;
-      }
-    } else if (arg == "--part" && i + 1 < argc) {
-      parts = argv[++i];
-    } else {
-      fmt::print(stderr, "usage: bench_dequant [--quick] [--target NAME] [--part a|b|c]\n");
-      return 1;
-    }
+  std::string parts = "abc", target;
+  stile_cli::Parser cli("bench_dequant", "[options]",
+                        "The dictionary codec in the GEMM, single thread: (a) panel decode throughput, (b) the fused "
+                        "dequant-GEMM against the fp32 GEMM, (c) fused against decode-then-GEMM.");
+  cli.toggle("--quick", "fewer rounds and batches", quick);
+  cli.flag("--target", "NAME", "a Highway target this CPU has (e.g. SSE4), to compare the lookups on it", target);
+  cli.flag("--part", "LETTERS", "which parts to run, of a, b, c", parts);
+  if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
+  if (!target.empty() && !force_target(target)) {
+    fmt::print(stderr, "target {} is not supported here or not compiled\n", target);
+    return 1;
   }
   const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
   stile::ThreadPool pool(1);

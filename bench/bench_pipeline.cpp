@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "bench_timer.hpp"
+#include "cli.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/engine.hpp"
 #include "stile/pipeline/executor.hpp"
@@ -36,16 +37,6 @@ namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::vector<unsigned> parse_bits(std::string_view list) {
-  std::vector<unsigned> bits;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    bits.push_back(static_cast<unsigned>(std::stoul(std::string(list.substr(0, comma)))));
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-  }
-  return bits;
 }
 
 struct ModeFigures {
@@ -85,28 +76,18 @@ int main(int argc, char** argv) {
   std::string store_path, trace_path, json_path, storage = "emmc";
   std::size_t tokens = 128, runs = 5;
   std::vector<unsigned> bits_list{2, 4};
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_pipeline: %s needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--tokens") tokens = std::stoul(value());
-    else if (arg == "--bits") bits_list = parse_bits(value());
-    else if (arg == "--storage") storage = value();
-    else if (arg == "--runs") runs = std::stoul(value());
-    else if (arg == "--trace") trace_path = value();
-    else if (arg == "--json") json_path = value();
-    else store_path = std::string(arg);
-  }
-  if (store_path.empty()) {
-    std::fprintf(stderr, "usage: bench_pipeline STORE [--tokens N] [--bits 2,4] [--storage emmc] [--runs R] "
-                         "[--trace FILE] [--json FILE]\n");
-    return 2;
-  }
+  stile_cli::Parser cli("bench_pipeline", "[options] STORE",
+                        "The layer pipeline against load-then-execute on the same plan (the whole model at each of "
+                        "--bits): cold requests, storage emulated and not; then the coroutine machinery's own cost.");
+  cli.flag("--tokens", "N", "tokens per request", tokens);
+  cli.bits("--bits", "LIST", "the plans' bitwidths", bits_list);
+  cli.storage(storage);
+  cli.flag("--runs", "R", "requests per figure (the median)", runs);
+  cli.flag("--trace", "FILE", "write the last pipelined run's timeline as Chrome trace JSON", trace_path);
+  cli.flag("--json", "FILE", "write the figures as JSON", json_path);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
+  store_path = positional[0];
   try {
     nlohmann::json report = {{"machine", stile::bench::machine_description()}, {"tokens", tokens}, {"runs", runs}};
     fmt::print("machine: {}\nstile target: {}; MiniLM-shaped store {}; {} tokens; median of {} cold requests each\n",

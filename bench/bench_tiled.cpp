@@ -12,7 +12,7 @@
 //     s = 128 under a tight budget (a quarter of the untiled peak at s = 128), where tiles are small;
 // (c) latency of every n x m submodel (first n layers, m shards each) at s = 128: the table the
 //     compute planner reads.
-// MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by examples/convert);
+// MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by tools/convert);
 // the BERT-base shape (12 layers, d 768, 12 heads, d_ff 3072) uses Gaussian weights made on the
 // spot and quantized in memory, which the output says.
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_timer.hpp"
+#include "cli.hpp"
 #include "stile/core/arena.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/active_target.hpp"
@@ -170,23 +171,16 @@ int main(int argc, char** argv) {
   std::string store_path, json_path, parts = "abc";
   unsigned bits = 4;
   std::size_t threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--store" && i + 1 < argc) {
-      store_path = argv[++i];
-    } else if (a == "--bits" && i + 1 < argc) {
-      bits = static_cast<unsigned>(std::stoul(argv[++i]));
-    } else if (a == "--threads" && i + 1 < argc) {
-      threads = std::stoul(argv[++i]);
-    } else if (a == "--parts" && i + 1 < argc) {
-      parts = argv[++i];
-    } else if (a == "--json" && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_tiled [--store minilm.stile] [--bits 4] [--threads N] [--parts abc] [--json out.json]\n");
-      return 2;
-    }
-  }
+  stile_cli::Parser cli("bench_tiled", "[options]",
+                        "The tiled encoder layer against the untiled one (a: peak memory, b: latency), and the latency "
+                        "of every n x m submodel (c), on layers assembled from shards.");
+  cli.flag("--store", "FILE", "a shard store of MiniLM (default: Gaussian weights of its shape, made on the spot)",
+           store_path);
+  cli.bits("--bits", "B", "the shards' bitwidth", bits);
+  cli.threads(threads, "compute threads (default: $STILE_NUM_THREADS, else one per core)");
+  cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c", parts);
+  cli.flag("--json", "FILE", "write the results as JSON", json_path);
+  if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   stile::ThreadPool pool(threads == 0 ? stile::default_thread_pool().num_threads() : threads);
   fmt::print("machine: {}\nstile target: {}, {} threads, shards at {} bits\n", stile::bench::machine_description(),
              stile::active_target_name(), pool.num_threads(), bits);

@@ -1,5 +1,5 @@
 // SST-2 dev accuracy of uniform submodels of a shard store, each with the heads of
-// examples/train_heads: what the planner's choices trade. Three tables:
+// tools/train_heads: what the planner's choices trade. Three tables:
 //   - the whole model at every stored bitwidth below 32, with the gold head (what bits cost);
 //   - n x 12-style full-width submodels and 6 x m-style full-depth ones at 4 bits, each with its
 //     own head and with the gold head (what depth and width cost, and what a head of another
@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/plan_accuracy.hpp"
 #include "stile/calibrate/sst2.hpp"
@@ -28,29 +30,23 @@
 namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
-  fs::path store_path, sst2_dir = fs::path(STILE_SHARED_DIR) / "data" / "sst2";
+  using stile_cli::Sidecar;
+  fs::path sst2_dir = fs::path(STILE_SHARED_DIR) / "data" / "sst2";
   unsigned bits = 4;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if ((arg == "--sst2" || arg == "--bits") && i + 1 < argc) {
-      if (arg == "--sst2") sst2_dir = argv[++i];
-      else bits = static_cast<unsigned>(std::stoul(argv[++i]));
-    } else if (!arg.starts_with("--") && store_path.empty()) {
-      store_path = std::string(arg);
-    } else {
-      std::fprintf(stderr, "usage: eval_shapes STORE [--sst2 DIR] [--bits 4]\n");
-      return 2;
-    }
-  }
-  if (store_path.empty()) {
-    std::fprintf(stderr, "usage: eval_shapes STORE [--sst2 DIR] [--bits 4]\n");
-    return 2;
-  }
+  stile_cli::Parser cli("eval_shapes", "[options] STORE",
+                        "SST-2 dev accuracy of uniform submodels of the shard store STORE, each with the heads of "
+                        "STORE.heads.json, shards kept by STORE.importance.json.");
+  cli.flag("--sst2", "DIR", "the SST-2 directory with dev.tsv (default: <repo>/../shared/data/sst2)", sst2_dir);
+  cli.bits("--bits", "B", "the bitwidth of the depth and width table", bits);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
+  const fs::path store_path = positional[0];
   try {
     const stile::ShardStore store = stile::ShardStore::open(store_path);
-    const fs::path heads_path = stile::heads_path_for(store_path);
+    const fs::path heads_path = stile_cli::sidecar_path(store_path, Sidecar::heads);
     const stile::HeadsFile heads = stile::HeadsFile::load(heads_path);
-    const stile::ShardImportance importance = stile::load_importance(stile::importance_path_for(store_path));
+    const stile::ShardImportance importance =
+        stile::load_importance(stile_cli::sidecar_path(store_path, Sidecar::importance));
     const stile::ShardedBert bert = stile::ShardedBert::open(store_path);
     const stile::LabeledSentences dev = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::WordPieceTokenizer tokenizer(stile::Vocab::parse(store.read_vocab(), store.name()),

@@ -7,8 +7,8 @@
 //             [--ablation-seeds 5] [--min-bits 4]
 //             [--headroom 0.05] [--word-cache-kb 0] [--latency-only]
 //
-// Needs STORE.profile.json (examples/profile, with the same --storage), STORE.heads.json and
-// STORE.importance.json (examples/train_heads, examples/importance); --latency-only needs neither
+// Needs STORE.profile.json (tools/profile, with the same --storage), STORE.heads.json and
+// STORE.importance.json (tools/train_heads, tools/importance); --latency-only needs neither
 // (a store of random weights made for speed, BERT-base: shards kept in shard order). Methods:
 //   ours-0, ours-P     the engine's planner holding 0 and P KiB between requests (one row per P
 //                      given): a word-row cache of min(W, P) KiB (--word-cache-kb W), the rest
@@ -44,6 +44,8 @@
 #include <fmt/format.h>
 
 #include "bench_timer.hpp"
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/engine.hpp"
@@ -64,16 +66,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<double> parse_list(std::string_view list) {
-  std::vector<double> v;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    v.push_back(std::stod(std::string(list.substr(0, comma))));
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-  }
-  return v;
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -205,6 +197,7 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
 }  // namespace
 
 int main(int argc, char** argv) {
+  using stile_cli::Sidecar;
   fs::path store_path;
   fs::path sst2_dir = fs::path(STILE_SHARED_DIR) / "data" / "sst2";
   std::vector<double> targets{60, 100, 150};
@@ -212,48 +205,43 @@ int main(int argc, char** argv) {
   std::size_t runs = 30, ablation_seeds = 5;
   std::vector<double> preload_kbs{1024};
   double sweep_target = 0, ablation_target = 0;
-  bool with_accuracy = true;
+  bool latency_only = false;
   unsigned min_bits = 4;
   double headroom = stile::EngineOptions{}.target_headroom;
-  std::size_t word_cache_bytes = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "eval_sst2: %s needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--targets") targets = parse_list(value());
-    else if (arg == "--storage") storage = value();
-    else if (arg == "--runs") runs = std::stoul(value());
-    else if (arg == "--preload-kb") preload_kbs = parse_list(value());
-    else if (arg == "--sst2") sst2_dir = value();
-    else if (arg == "--json") json_path = value();
-    else if (arg == "--sweep-target") sweep_target = std::stod(value());
-    else if (arg == "--ablation-target") ablation_target = std::stod(value());
-    else if (arg == "--ablation-seeds") ablation_seeds = std::stoul(value());
-    else if (arg == "--latency-only") with_accuracy = false;
-    else if (arg == "--min-bits") min_bits = static_cast<unsigned>(std::stoul(value()));
-    else if (arg == "--headroom") headroom = std::stod(value());
-    else if (arg == "--word-cache-kb") word_cache_bytes = static_cast<std::size_t>(std::stod(value()) * 1024);
-    else store_path = std::string(arg);
-  }
-  if (store_path.empty() || runs == 0) {
-    std::fprintf(stderr, "usage: eval_sst2 STORE [--targets 60,100,150] [--storage emmc] [--runs 30] "
-                         "[--preload-kb 1024,2048] [--sst2 DIR] [--json FILE] [--sweep-target MS] [--ablation-target MS] [--ablation-seeds N] "
-                         "[--min-bits B] [--headroom F] [--word-cache-kb W] [--latency-only]\n");
-    return 2;
-  }
+  double word_cache_kb = 0;
+  stile_cli::Parser cli("eval_sst2", "[options] STORE",
+                        "SST-2 dev accuracy, latency and memory of the elastic engine's planner against the baselines "
+                        "at each latency target, on emulated storage. Needs STORE.profile.json, STORE.heads.json and "
+                        "STORE.importance.json (--latency-only: only the profile).");
+  cli.flag("--targets", "LIST", "latency targets, ms", targets).at_least(0);
+  cli.storage(storage);
+  cli.flag("--runs", "R", "requests timed per method and target", runs).at_least(1);
+  cli.flag("--preload-kb", "LIST", "memory held between requests by ours-P, KiB (one row per P)", preload_kbs)
+      .at_least(0);
+  cli.flag("--sst2", "DIR", "the SST-2 directory with dev.tsv (default: <repo>/../shared/data/sst2)", sst2_dir);
+  cli.flag("--json", "FILE", "write the results as JSON", json_path);
+  cli.flag("--sweep-target", "MS", "also: accuracy vs memory held, ours at this target (default: none)", sweep_target);
+  cli.flag("--ablation-target", "MS",
+           "also: importance vs random upgrade order at this target (default: the sweep target)", ablation_target);
+  cli.flag("--ablation-seeds", "N", "random orders in the ablation", ablation_seeds);
+  cli.toggle("--latency-only", "no accuracy (a store of random weights: no heads, no importance)", latency_only);
+  cli.flag("--min-bits", "B", "the planner's bitwidth floor", min_bits);
+  cli.flag("--headroom", "F", "share of the target every method keeps free", headroom);
+  cli.flag("--word-cache-kb", "W", "the word-row cache of ours-P is min(W, P) KiB", word_cache_kb).at_least(0);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
+  store_path = positional[0];
+  const bool with_accuracy = !latency_only;
+  const auto word_cache_bytes = static_cast<std::size_t>(word_cache_kb * 1024);
   try {
     const stile::ShardStore store = stile::ShardStore::open(store_path);
-    const fs::path profile_path = store_path.string() + ".profile.json";
+    const fs::path profile_path = stile_cli::sidecar_path(store_path, Sidecar::profile);
     const stile::DeviceProfile profile = stile::DeviceProfile::load(profile_path);
-    const fs::path heads_path = stile::heads_path_for(store_path);
+    const fs::path heads_path = stile_cli::sidecar_path(store_path, Sidecar::heads);
     const stile::HeadsFile heads = with_accuracy ? stile::HeadsFile::load(heads_path) : stile::HeadsFile{};
-    const stile::ShardImportance importance =
-        with_accuracy ? stile::load_importance(stile::importance_path_for(store_path)) : stile::ShardImportance{};
+    const stile::ShardImportance importance = with_accuracy
+        ? stile::load_importance(stile_cli::sidecar_path(store_path, Sidecar::importance))
+        : stile::ShardImportance{};
     const stile::ShardedBert bert = stile::ShardedBert::open(store_path);
     const stile::LabeledSentences dev_rows = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::WordPieceTokenizer tokenizer(stile::Vocab::parse(store.read_vocab(), store.name()),

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
@@ -53,26 +54,16 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> positional;
   std::filesystem::path sst2 = std::filesystem::path(STILE_SHARED_DIR) / "data/sst2/dev.tsv";
   std::string json_out;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--sst2" && i + 1 < argc) {
-      sst2 = argv[++i];
-    } else if (arg == "--json" && i + 1 < argc) {
-      json_out = argv[++i];
-    } else if (arg.starts_with("-")) {
-      std::fprintf(stderr, "usage: quant_fidelity STORE [MODEL_DIR] [--sst2 PATH] [--json OUT]\n");
-      return 2;
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.empty() || positional.size() > 2) {
-    std::fprintf(stderr, "usage: quant_fidelity STORE [MODEL_DIR] [--sst2 PATH] [--json OUT]\n");
-    return 2;
-  }
+  stile_cli::Parser cli("quant_fidelity", "[options] STORE [MODEL_DIR]",
+                        "Sentence-embedding cosine of the shard store STORE, every shard at k bits, to the fp32 model "
+                        "in MODEL_DIR (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2), over SST-2 "
+                        "dev, for each stored bitwidth k.");
+  cli.flag("--sst2", "PATH", "SST-2 dev.tsv (default: <repo>/../shared/data/sst2/dev.tsv)", sst2);
+  cli.flag("--json", "OUT", "write the results as JSON", json_out);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.empty() || positional.size() > 2) cli.fail("give a shard store (and optionally MODEL_DIR)");
   try {
     const stile::SentenceEncoder fp32 =
         stile::SentenceEncoder::load(positional.size() == 2 ? std::filesystem::path(positional[1]) : stile::default_model_dir());

@@ -12,29 +12,23 @@
 
 #include <fmt/core.h>
 
+#include "cli.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/stile.hpp"
 
-namespace {
-std::size_t parse_dim(const char* text, const char* what) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v <= 0 || v > 100000) {
-    fmt::print(stderr, "gemm_demo: {} must be a positive integer, got '{}'\n", what, text);
-    std::exit(2);
-  }
-  return static_cast<std::size_t>(v);
-}
-}  // namespace
-
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    fmt::print("usage: gemm_demo [tokens] [hidden] [ffn]   (default 128 768 3072)\n");
-    return 0;
-  }
-  const std::size_t M = argc > 1 ? parse_dim(argv[1], "tokens") : 128;
-  const std::size_t d = argc > 2 ? parse_dim(argv[2], "hidden") : 768;
-  const std::size_t f = argc > 3 ? parse_dim(argv[3], "ffn") : 3072;
+  stile_cli::Parser cli("gemm_demo", "[tokens] [hidden] [ffn]",
+                        "Runs the FFN of one BERT layer with stile's GEMM on random weights, checks sampled outputs "
+                        "against a naive loop, and prints the time and throughput (default shape: 128 768 3072, "
+                        "BERT-base).");
+  const std::vector<std::string> args = cli.parse(argc, argv);
+  if (args.size() > 3) cli.fail("at most three dimensions: tokens, hidden, ffn");
+  const auto dim = [&](std::size_t i, const char* what, std::size_t otherwise) {
+    return i < args.size() ? cli.whole(args[i], what, 1, 100000) : otherwise;
+  };
+  const std::size_t M = dim(0, "tokens", 128);
+  const std::size_t d = dim(1, "hidden", 768);
+  const std::size_t f = dim(2, "ffn", 3072);
 
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 0.05f);

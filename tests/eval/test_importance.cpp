@@ -5,8 +5,6 @@
 // a permutation ordered by accuracy, then mean log-probability; the JSON round trip and refusals.
 #include "stile/plan/importance.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,37 +25,20 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
+#include "support/converted_store.hpp"
+#include "support/error_of.hpp"
+#include "support/random_bert.hpp"
+#include "support/rng.hpp"
+#include "support/temp_dir.hpp"
 
 using Catch::Contains;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& stem) {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("stile_test_eval_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" + stem);
-    fs::create_directories(path);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a stile::Error");
-  return {};
-}
+using stile_test::error_of;
+using stile_test::Rng;
+using stile_test::TempDir;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -65,92 +46,19 @@ void write_text(const fs::path& path, const std::string& text) {
   REQUIRE(out.good());
 }
 
-// splitmix64 -> [-1, 1)
-struct Rng {
-  std::uint64_t state;
-  double operator()() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return double((z ^ (z >> 31)) >> 11) * 0x1p-52 - 1.0;
-  }
-};
-
 // A tiny random BERT checkpoint (as in tests/plan/test_device_profile.cpp): hidden 32, 2 layers,
-// 2 heads (so 2 shards per layer), FFN 64, 50 tokens.
+// 2 heads (so 2 shards per layer), FFN 64, 50 tokens. Larger weights than a trained model's so
+// that 2 bits and 32 bits differ visibly.
 void write_checkpoint(const fs::path& dir) {
-  const std::size_t d = 32, layers = 2, heads = 2, ff = 64, vocab = 50, max_pos = 64, types = 2;
-  write_text(dir / "config.json", nlohmann::json{{"architectures", {"BertModel"}},
-                                                 {"hidden_act", "gelu"},
-                                                 {"hidden_size", d},
-                                                 {"num_hidden_layers", layers},
-                                                 {"num_attention_heads", heads},
-                                                 {"intermediate_size", ff},
-                                                 {"vocab_size", vocab},
-                                                 {"max_position_embeddings", max_pos},
-                                                 {"type_vocab_size", types},
-                                                 {"layer_norm_eps", 1e-12},
-                                                 {"model_type", "bert"}}
-                                      .dump(2));
-  std::string words;
-  for (std::size_t i = 0; i < vocab; ++i) words += "tok" + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", words);
   Rng rng{12345};
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<float> data;
-  // Larger weights than a trained model's so that 2 bits and 32 bits differ visibly.
-  auto add = [&](const std::string& name, std::vector<std::size_t> shape, float scale, float offset) {
-    std::size_t n = 1;
-    for (const std::size_t x : shape) n *= x;
-    const std::size_t begin = data.size() * sizeof(float);
-    for (std::size_t i = 0; i < n; ++i) data.push_back(offset + scale * float(rng() + rng() + rng()));
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size() * sizeof(float)}}};
-  };
-  add("embeddings.word_embeddings.weight", {vocab, d}, 0.5f, 0.0f);
-  add("embeddings.position_embeddings.weight", {max_pos, d}, 0.05f, 0.0f);
-  add("embeddings.token_type_embeddings.weight", {types, d}, 0.05f, 0.0f);
-  add("embeddings.LayerNorm.weight", {d}, 0.05f, 1.0f);
-  add("embeddings.LayerNorm.bias", {d}, 0.05f, 0.0f);
-  for (std::size_t l = 0; l < layers; ++l) {
-    const std::string p = "encoder.layer." + std::to_string(l) + ".";
-    for (const char* qkv : {"query", "key", "value"}) {
-      add(p + "attention.self." + qkv + ".weight", {d, d}, 0.2f, 0.0f);
-      add(p + "attention.self." + qkv + ".bias", {d}, 0.05f, 0.0f);
-    }
-    add(p + "attention.output.dense.weight", {d, d}, 0.2f, 0.0f);
-    add(p + "attention.output.dense.bias", {d}, 0.05f, 0.0f);
-    add(p + "attention.output.LayerNorm.weight", {d}, 0.05f, 1.0f);
-    add(p + "attention.output.LayerNorm.bias", {d}, 0.05f, 0.0f);
-    add(p + "intermediate.dense.weight", {ff, d}, 0.2f, 0.0f);
-    add(p + "intermediate.dense.bias", {ff}, 0.05f, 0.0f);
-    add(p + "output.dense.weight", {d, ff}, 0.2f, 0.0f);
-    add(p + "output.dense.bias", {d}, 0.05f, 0.0f);
-    add(p + "output.LayerNorm.weight", {d}, 0.05f, 1.0f);
-    add(p + "output.LayerNorm.bias", {d}, 0.05f, 0.0f);
-  }
-  std::string head = header.dump();
-  while (head.size() % 8 != 0) head += ' ';
-  std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
-  const std::uint64_t n = head.size();
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
-  out << head;
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
-  REQUIRE(out.good());
+  const stile_test::RandomBertScales scales{.word_embeddings = 0.5f, .embeddings = 0.05f, .matrices = 0.2f,
+                                            .biases = 0.05f, .layer_norm = 0.05f};
+  stile_test::write_random_bert(dir, {32, 2, 2, 64, 50, 64}, scales, [&] { return float(rng() + rng() + rng()); },
+                                [](const fs::path&, bool written) { REQUIRE(written); });
 }
 
-struct TinyStore {
-  TempDir dir{"importance"};
-  fs::path path = dir.path / "tiny.stile";
-  TinyStore() {
-    write_checkpoint(dir.path);
-    stile::ConvertOptions options;
-    options.bits = {2, 32};
-    stile::convert_checkpoint(dir.path, path, options);
-  }
-};
-
-const TinyStore& tiny_store() {
-  static const TinyStore s;
+const stile_test::ConvertedStore& tiny_store() {
+  static const stile_test::ConvertedStore s("tiny.stile", write_checkpoint, {2, 32});
   return s;
 }
 
@@ -189,10 +97,10 @@ stile::SubmodelPlan all_at(std::size_t layers, std::size_t shards, unsigned bits
 }  // namespace
 
 TEST_CASE("layerwise: one layer at a time equals ShardedBert::encode", "[eval][layerwise]") {
-  const stile::ShardStore store = stile::ShardStore::open(tiny_store().path);
+  const stile::ShardStore store = stile::ShardStore::open(tiny_store().store);
   REQUIRE(store.num_layers() == 2);
   REQUIRE(store.shards_per_layer() == 2);
-  const stile::ShardedBert reference(stile::ShardStore::open(tiny_store().path));
+  const stile::ShardedBert reference(stile::ShardStore::open(tiny_store().store));
   stile::ThreadPool pool(2);
   stile::LayerwiseBert bert(store);
   const std::vector<stile::Encoding> batch = sequences(5, 1);
@@ -235,8 +143,8 @@ TEST_CASE("importance: ranking by correct count, then mean log-probability, then
 
 TEST_CASE("importance: every configuration equals a from-scratch run; the ranking follows the scores",
           "[eval][importance]") {
-  const stile::ShardStore store = stile::ShardStore::open(tiny_store().path);
-  const stile::ShardedBert reference(stile::ShardStore::open(tiny_store().path));
+  const stile::ShardStore store = stile::ShardStore::open(tiny_store().store);
+  const stile::ShardedBert reference(stile::ShardStore::open(tiny_store().store));
   const std::size_t N = 2, M = 2, d = 32;
   stile::ThreadPool pool(2);
   const std::vector<stile::Encoding> batch = sequences(12, 2);

@@ -20,32 +20,16 @@
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/train_head.hpp"
+#include "support/error_of.hpp"
+#include "support/rng.hpp"
 
 using Catch::Contains;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a stile::Error");
-  return {};
-}
-
-// splitmix64 -> [-1, 1)
-struct Rng {
-  std::uint64_t state;
-  double operator()() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return double((z ^ (z >> 31)) >> 11) * 0x1p-52 - 1.0;
-  }
-};
+using stile_test::error_of;
+using stile_test::Rng;
 
 fs::path temp_file(const std::string& stem) {
   static int counter = 0;

@@ -8,28 +8,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "support/error_of.hpp"
+
 using Catch::Contains;
 
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a stile::Error");
-  return {};
-}
-
-}  // namespace
+using stile_test::error_of;
 
 TEST_CASE("glue tsv: reads sentences and labels, CRLF too", "[eval][sst2]") {
   const stile::LabeledSentences s = stile::parse_glue_tsv("sentence\tlabel\na fine film \t1\nawful\t0\r\nmeh\t0", "t.tsv");

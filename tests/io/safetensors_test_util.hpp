@@ -1,6 +1,7 @@
 #pragma once
 // Test helpers: build safetensors bytes from a header written by hand (so a test can say exactly
-// which field is wrong), write them to a temporary file, and capture a stile::Error's message.
+// which field is wrong), and write them to a temporary file. (A stile::Error's message:
+// support/error_of.hpp.)
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +16,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "stile/core/error.hpp"
 
 namespace stile_test {
 
@@ -71,17 +71,5 @@ class TempFile {
  private:
   std::string path_;
 };
-
-// Runs f, which must throw stile::Error, and returns the message (any other outcome fails).
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a stile::Error, but nothing was thrown");
-  return {};
-}
 
 }  // namespace stile_test

@@ -12,9 +12,10 @@
 #include <catch2/catch.hpp>
 
 #include "safetensors_test_util.hpp"
+#include "support/error_of.hpp"
 
 using Catch::Contains;
-using stile_test::error_message;
+using stile_test::error_of;
 
 namespace {
 
@@ -91,7 +92,7 @@ TEST_CASE("bert config: read from a file", "[io][config]") {
   const stile::BertConfig c = stile::read_bert_config(path);
   std::filesystem::remove(path);
   CHECK(c.hidden == 768);
-  CHECK_THAT(error_message([&] { (void)stile::read_bert_config(path); }),
+  CHECK_THAT(error_of([&] { (void)stile::read_bert_config(path); }),
              Contains(path) && Contains("cannot open"));
 }
 
@@ -132,7 +133,7 @@ TEST_CASE("bert config: bad configs are refused with the file and the field name
   for (const BadCase& c : cases) {
     SECTION(c.label) {
       const std::string name = std::string(c.label) + "/config.json";
-      const std::string message = error_message([&] { (void)stile::parse_bert_config(c.text, name); });
+      const std::string message = error_of([&] { (void)stile::parse_bert_config(c.text, name); });
       INFO(c.text);
       CHECK_THAT(message, Contains(name));
       for (const std::string& word : c.words) CHECK_THAT(message, Contains(word));

@@ -13,12 +13,13 @@
 #include <catch2/catch.hpp>
 
 #include "safetensors_test_util.hpp"
+#include "support/error_of.hpp"
 
 using Catch::Contains;
 using stile::DType;
 using stile::SafetensorsFile;
 using stile_test::append_le;
-using stile_test::error_message;
+using stile_test::error_of;
 using stile_test::make_raw_safetensors;
 using stile_test::make_safetensors;
 using stile_test::TempFile;
@@ -106,7 +107,7 @@ void check_mixed(const SafetensorsFile& file) {
   CHECK(d.dtype == DType::I64);
   REQUIRE(file.bytes(d).size() == 24);
   CHECK(static_cast<int>(file.bytes(d)[8]) == 1);
-  const std::string i64_error = error_message([&] { (void)file.to_f32("d_i64"); });
+  const std::string i64_error = error_of([&] { (void)file.to_f32("d_i64"); });
   CHECK_THAT(i64_error, Contains(file.path()) && Contains("d_i64") && Contains("I64"));
 
   CHECK(file.to_f32("e_scalar") == std::vector<float>{42.0f});
@@ -117,9 +118,9 @@ void check_mixed(const SafetensorsFile& file) {
   CHECK(file.find("missing") == nullptr);
   CHECK(file.find("a_f3") == nullptr);
   CHECK(file.find("a_f32") == &a);
-  CHECK_THAT(error_message([&] { (void)file.tensor("missing"); }),
+  CHECK_THAT(error_of([&] { (void)file.tensor("missing"); }),
              Contains(file.path()) && Contains("missing"));
-  CHECK_THAT(error_message([&] { (void)file.f32_span("b_f16"); }),
+  CHECK_THAT(error_of([&] { (void)file.f32_span("b_f16"); }),
              Contains(file.path()) && Contains("b_f16") && Contains("F16"));
 }
 
@@ -270,12 +271,12 @@ TEST_CASE("safetensors: damaged files are refused with the file and the problem 
   for (const BadCase& c : cases) {
     SECTION(c.label) {
       const TempFile tmp(c.label, c.bytes);
-      const std::string message = error_message([&] { (void)SafetensorsFile::open(tmp.path()); });
+      const std::string message = error_of([&] { (void)SafetensorsFile::open(tmp.path()); });
       INFO(message);
       CHECK_THAT(message, Contains(tmp.path()));
       for (const std::string& word : c.words) CHECK_THAT(message, Contains(word));
       // The in-memory reader gives the same verdict under the name it was given.
-      const std::string from_memory = error_message([&] { (void)SafetensorsFile::from_memory(c.bytes, "buffer.st"); });
+      const std::string from_memory = error_of([&] { (void)SafetensorsFile::from_memory(c.bytes, "buffer.st"); });
       CHECK_THAT(from_memory, Contains("buffer.st"));
       for (const std::string& word : c.words) CHECK_THAT(from_memory, Contains(word));
     }
@@ -297,10 +298,10 @@ TEST_CASE("safetensors: a tensor with no bytes overlaps nothing", "[io][safetens
 TEST_CASE("safetensors: missing paths and directories are refused by name", "[io][safetensors]") {
   const std::string missing =
       (std::filesystem::temp_directory_path() / "stile_test_io_no_such_file.safetensors").string();
-  CHECK_THAT(error_message([&] { (void)SafetensorsFile::open(missing); }),
+  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(missing); }),
              Contains(missing) && Contains("cannot open"));
   const std::string dir = std::filesystem::temp_directory_path().string();
-  CHECK_THAT(error_message([&] { (void)SafetensorsFile::open(dir); }),
+  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(dir); }),
              Contains(dir) && Contains("not a regular file"));
 }
 
@@ -309,7 +310,7 @@ TEST_CASE("safetensors: bytes() refuses a range from another file", "[io][safete
   stile::TensorInfo foreign;
   foreign.name = "foreign";
   foreign.end = 4096;
-  CHECK_THAT(error_message([&] { (void)file.bytes(foreign); }),
+  CHECK_THAT(error_of([&] { (void)file.bytes(foreign); }),
              Contains("small") && Contains("'foreign'") && Contains("outside"));
 }
 

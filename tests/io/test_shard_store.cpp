@@ -8,8 +8,6 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_writer.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -18,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -28,6 +25,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "support/error_of.hpp"
+#include "support/random_bert.hpp"
+#include "support/rng.hpp"
+#include "support/temp_dir.hpp"
+
 using Catch::Contains;
 using stile::ShardStore;
 using stile::ShardStoreWriter;
@@ -36,25 +38,10 @@ namespace detail = stile::shard_store_detail;
 
 namespace {
 
+using stile_test::error_or_none;
 // splitmix64: deterministic on every platform (the fuzz seed must not depend on the library).
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-  float unit() { return static_cast<float>(next() >> 40) * 0x1p-24f * 2.0f - 1.0f; }
-  // Any finite float, over the whole exponent range (denormals and -0.0 included).
-  float any_finite() {
-    for (;;) {
-      const float f = std::bit_cast<float>(static_cast<std::uint32_t>(next()));
-      if (std::isfinite(f)) return f;
-    }
-  }
-};
+using stile_test::Rng;
+using stile_test::TempDir;
 
 struct Spec {
   std::size_t hidden, layers, heads, intermediate, vocab, max_pos, types, shards;
@@ -67,19 +54,10 @@ const Spec kSpec{32, 2, 4, 64, 50, 16, 2, 4, {2, 3, 4, 5, 6, 32}};
 const Spec kSeedSpec{8, 1, 2, 8, 8, 4, 2, 2, {3, 32}};
 
 std::string config_text(const Spec& s) {
-  return nlohmann::json{{"architectures", {"BertModel"}},
-                        {"hidden_act", "gelu"},
-                        {"hidden_size", s.hidden},
-                        {"num_hidden_layers", s.layers},
-                        {"num_attention_heads", s.heads},
-                        {"intermediate_size", s.intermediate},
-                        {"vocab_size", s.vocab},
-                        {"max_position_embeddings", s.max_pos},
-                        {"type_vocab_size", s.types},
-                        {"layer_norm_eps", 1e-12},
-                        {"position_embedding_type", "absolute"},
-                        {"model_type", "bert"}}
-      .dump(2);
+  nlohmann::json config = stile_test::random_bert_config(
+      {s.hidden, s.layers, s.heads, s.intermediate, s.vocab, s.max_pos, s.types});
+  config["position_embedding_type"] = "absolute";
+  return config.dump(2);
 }
 
 // A shard version of random bytes made structurally valid: outlier keys ascending and inside
@@ -195,37 +173,6 @@ bool same_values(std::span<const T> a, std::span<const T> b) {
   return same_bytes(std::as_bytes(a), std::as_bytes(b));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// A directory for one test, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    std::string leaf = "stile_test_store_";
-    leaf += std::to_string(::getpid());
-    leaf += '_';
-    leaf += std::to_string(counter++);
-    path = fs::temp_directory_path() / leaf;
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::size_t count_files() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator()));
-  }
-};
-
 // The model of the tests and its store, written once per program run.
 struct Written {
   TempDir dir;
@@ -279,7 +226,7 @@ std::string error_with_manifest(Edit edit) {
   Opened o = split(written().bytes);
   edit(o.manifest);
   const std::vector<std::byte> bytes = reseal(o);
-  return error_of([&] { (void)ShardStore::from_memory(bytes, "model.stile"); });
+  return error_or_none([&] { (void)ShardStore::from_memory(bytes, "model.stile"); });
 }
 
 void check_everything(const ShardStore& store, const Model& m) {
@@ -439,7 +386,7 @@ TEST_CASE("shard store: float dictionaries survive JSON exactly", "[io][shard_st
 TEST_CASE("shard store: damaged headers are refused", "[io][shard_store]") {
   const std::vector<std::byte>& good = written().bytes;
   auto open_bytes = [](const std::vector<std::byte>& bytes) {
-    return error_of([&] { (void)ShardStore::from_memory(bytes, "model.stile"); });
+    return error_or_none([&] { (void)ShardStore::from_memory(bytes, "model.stile"); });
   };
 
   SECTION("bad magic") {
@@ -732,7 +679,7 @@ TEST_CASE("shard store writer: validates its input and never leaves a partial fi
       ShardStoreWriter writer(dest, m.config, m.spec.shards, m.spec.bits, m.quantizer);
       auto shards = m.layers[0].shards;
       edit(shards);
-      return error_of([&] { writer.add_layer(m.layers[0].resident, shards, nullptr); });
+      return error_or_none([&] { writer.add_layer(m.layers[0].resident, shards, nullptr); });
     };
     using Shards = std::vector<std::vector<ShardStoreWriter::Version>>;
     CHECK_THAT(attempt([](Shards& s) { s[0][1].dictionary.pop_back(); }),
@@ -759,17 +706,18 @@ TEST_CASE("shard store writer: validates its input and never leaves a partial fi
     CHECK(dest_untouched());
   }
   SECTION("bad construction and embeddings") {
-    CHECK_THAT(error_of([&] { ShardStoreWriter w(dest, m.config, 3, m.spec.bits); }),
+    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 3, m.spec.bits); }),
                Contains("3 shards per layer do not divide"));
-    CHECK_THAT(error_of([&] { ShardStoreWriter w(dest, m.config, 4, {4, 2}); }), Contains("not strictly increasing"));
-    CHECK_THAT(error_of([&] { ShardStoreWriter w(dest, m.config, 4, {7}); }), Contains("7 bits is not supported"));
-    CHECK_THAT(error_of([&] { ShardStoreWriter w(dest, "{", 4, {4}); }), Contains("out.stile: config.json"));
-    CHECK_THAT(error_of([&] {
+    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 4, {4, 2}); }),
+               Contains("not strictly increasing"));
+    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 4, {7}); }), Contains("7 bits is not supported"));
+    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, "{", 4, {4}); }), Contains("out.stile: config.json"));
+    CHECK_THAT(error_or_none([&] {
                  ShardStoreWriter w(dest, m.config, 4, {4});
                  w.add_embeddings(m.position, m.position, m.token_type, m.ln_gamma, m.ln_beta);
                }),
                Contains("the word embeddings: 512 floats given, the config needs vocab_size x hidden_size = 1600"));
-    CHECK_THAT(error_of([&] { ShardStoreWriter w(dir.path / "no" / "such" / "dir.stile", m.config, 4, {4}); }),
+    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dir.path / "no" / "such" / "dir.stile", m.config, 4, {4}); }),
                Contains("cannot create a temporary file"));
     CHECK(dest_untouched());
   }

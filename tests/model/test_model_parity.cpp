@@ -4,8 +4,6 @@
 // directory must give. Without the model the tests warn and skip; they never pass silently.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +23,8 @@
 #include "goldens.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/sentence_encoder.hpp"
+#include "support/error_of.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using stile::BertModel;
@@ -158,27 +158,8 @@ void check_embedding(std::span<const float> got, std::span<const float> want, co
   cos.see(c, where);
 }
 
-// A fresh directory under the system's temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("stile-test-model-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using stile_test::error_of;
+using stile_test::TempDir;
 
 // The files of a sentence-transformers model directory that SentenceEncoder reads.
 const std::vector<std::string>& model_files() {
@@ -220,18 +201,6 @@ std::string read_prefix(const fs::path& file, std::size_t bytes) {
   in.read(out.data(), static_cast<std::streamsize>(bytes));
   REQUIRE(static_cast<std::size_t>(in.gcount()) == bytes);
   return out;
-}
-
-// The message of the stile::Error that f throws ("" and a failed check when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no stile::Error was thrown");
-  return {};
 }
 
 }  // namespace
@@ -504,7 +473,7 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
   const fs::path model = model_dir_or_warn();
   if (model.empty()) return;
   const TempDir temp;
-  const fs::path& dir = temp.path();
+  const fs::path& dir = temp.path;
   using Catch::Matchers::Contains;
 
   SECTION("no config.json") {
@@ -581,11 +550,11 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
     };
     for (const Bad& bad : bads) {
       TempDir one;
-      link_model_files(model, one.path(), {bad.file});
-      write_file(one.path() / bad.file, bad.contents);
-      const std::string message = error_of([&] { (void)SentenceEncoder::load(one.path()); });
+      link_model_files(model, one.path, {bad.file});
+      write_file(one.path / bad.file, bad.contents);
+      const std::string message = error_of([&] { (void)SentenceEncoder::load(one.path); });
       INFO(bad.file << ": " << bad.contents << "\n-> " << message);
-      CHECK_THAT(message, Contains((one.path() / bad.file).string()));
+      CHECK_THAT(message, Contains((one.path / bad.file).string()));
     }
   }
 }
@@ -595,7 +564,7 @@ TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS poolin
   if (model.empty()) return;
   const ModelGoldens& g = goldens();
   const TempDir temp;
-  const fs::path& dir = temp.path();
+  const fs::path& dir = temp.path;
   const GoldenCase& c = g.cases().at(0);
   const std::string key = std::to_string(c.id);
 

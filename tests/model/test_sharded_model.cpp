@@ -4,8 +4,6 @@
 // model is not in its cache. Under qemu (STILE_TEST_QUICK) fewer bitwidths are converted.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -26,6 +24,8 @@
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
+#include "support/converted_store.hpp"
+#include "support/default_model.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,33 +33,15 @@ namespace {
 
 bool quick() { return std::getenv("STILE_TEST_QUICK") != nullptr; }
 
-fs::path model_dir() { return STILE_MODEL_DIR; }
-bool have_model() { return fs::exists(model_dir() / "model.safetensors"); }
+using stile_test::model_dir;
 
 std::vector<unsigned> stored_bits() {
   return quick() ? std::vector<unsigned>{3, 32} : std::vector<unsigned>{2, 3, 4, 5, 6, 32};
 }
 
 // One conversion for the whole test program, into a temporary directory removed at exit.
-struct Converted {
-  fs::path dir, store;
-  stile::ConvertReport report;
-  Converted() {
-    dir = fs::temp_directory_path() / ("stile-test-shards-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    store = dir / "minilm.stile";
-    stile::ConvertOptions options;
-    options.bits = stored_bits();
-    report = stile::convert_checkpoint(model_dir(), store, options);
-  }
-  ~Converted() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-const Converted& converted() {
-  static const Converted c;
+const stile_test::ConvertedStore& converted() {
+  static const stile_test::ConvertedStore c("minilm.stile", model_dir(), stored_bits());
   return c;
 }
 
@@ -76,12 +58,6 @@ std::vector<stile::Encoding> sample_batch() {
   }
   return batch;
 }
-
-#define REQUIRE_MODEL()                                                                 \
-  if (!have_model()) {                                                                  \
-    WARN("all-MiniLM-L6-v2 not in " << model_dir() << " (scripts/fetch-model): skipped"); \
-    return;                                                                             \
-  }
 
 }  // namespace
 

@@ -5,8 +5,6 @@
 // a warning when the default model is not in its cache.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -25,39 +23,18 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
+#include "support/converted_store.hpp"
+#include "support/default_model.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path model_dir() { return STILE_MODEL_DIR; }
-bool have_model() { return fs::exists(model_dir() / "model.safetensors"); }
-
-struct Converted {
-  fs::path dir, store;
-  Converted() {
-    dir = fs::temp_directory_path() / ("stile-test-engine-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    store = dir / "minilm.stile";
-    stile::ConvertOptions options;
-    options.bits = {4, 32};
-    stile::convert_checkpoint(model_dir(), store, options);
-  }
-  ~Converted() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-const Converted& converted() {
-  static const Converted c;
+// One conversion for the whole test program, into a temporary directory removed at exit.
+const stile_test::ConvertedStore& converted() {
+  static const stile_test::ConvertedStore c("minilm.stile", stile_test::model_dir(), {4, 32});
   return c;
 }
-
-#define REQUIRE_MODEL()                                                                   \
-  if (!have_model()) {                                                                    \
-    WARN("skipped: the default model is not in " << model_dir() << " (scripts/fetch-model)"); \
-    return;                                                                               \
-  }
 
 // The reference: the same submodel run in memory, pooled and normalized as the engine does.
 std::vector<float> in_memory(const stile::Encoding& e, const stile::SubmodelPlan& plan) {
@@ -236,7 +213,7 @@ TEST_CASE("the preload buffer keeps the first shards, evicts from the top down, 
 TEST_CASE("a failed read fails that request with a clear error, and the next request on an intact store succeeds",
           "[engine]") {
   REQUIRE_MODEL();
-  const fs::path copy = converted().dir / "damaged.stile";
+  const fs::path copy = converted().dir.path / "damaged.stile";
   fs::copy_file(converted().store, copy, fs::copy_options::overwrite_existing);
   const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(6, 12, 4);
   stile::Engine engine(copy);

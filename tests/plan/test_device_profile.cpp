@@ -4,8 +4,6 @@
 // structure only (timings on a shared machine prove nothing about each other).
 #include "stile/plan/device_profile.hpp"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -23,6 +21,11 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/calibrate/device_profiler.hpp"
+#include "support/converted_store.hpp"
+#include "support/error_of.hpp"
+#include "support/random_bert.hpp"
+#include "support/rng.hpp"
+#include "support/temp_dir.hpp"
 
 using Catch::Contains;
 using stile::DeviceProfile;
@@ -30,32 +33,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A directory in the temporary directory, removed when the test ends.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& stem) {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("stile_test_plan_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" + stem);
-    fs::create_directories(path);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const stile::Error& e) {
-    return e.what();
-  }
-  FAIL("expected a stile::Error");
-  return {};
-}
+using stile_test::error_of;
+using stile_test::TempDir;
 
 // 3 bitwidths, 3 length buckets, 4 shards; every value distinct so a lookup that picks the wrong
 // cell is caught.
@@ -84,92 +63,19 @@ void write_text(const fs::path& path, const std::string& text) {
   REQUIRE(out.good());
 }
 
-// --- a tiny random BERT checkpoint (config.json, vocab.txt, model.safetensors) -----------------
-
-struct TinySpec {
-  std::size_t hidden = 32, layers = 2, heads = 4, intermediate = 64, vocab = 50, max_pos = 64, types = 2;
-};
-
-void write_checkpoint(const fs::path& dir, const TinySpec& s) {
-  write_text(dir / "config.json", nlohmann::json{{"architectures", {"BertModel"}},
-                                                 {"hidden_act", "gelu"},
-                                                 {"hidden_size", s.hidden},
-                                                 {"num_hidden_layers", s.layers},
-                                                 {"num_attention_heads", s.heads},
-                                                 {"intermediate_size", s.intermediate},
-                                                 {"vocab_size", s.vocab},
-                                                 {"max_position_embeddings", s.max_pos},
-                                                 {"type_vocab_size", s.types},
-                                                 {"layer_norm_eps", 1e-12},
-                                                 {"model_type", "bert"}}
-                                      .dump(2));
-  std::string vocab;
-  for (std::size_t i = 0; i < s.vocab; ++i) vocab += "tok" + std::to_string(i) + "\n";
-  write_text(dir / "vocab.txt", vocab);
-
-  std::uint64_t state = 12345;
-  auto unit = [&] {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return float(double((z ^ (z >> 31)) >> 11) * 0x1p-52 - 1.0);
-  };
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<float> data;
-  auto add = [&](const std::string& name, std::vector<std::size_t> shape, float scale, float offset) {
-    std::size_t n = 1;
-    for (const std::size_t x : shape) n *= x;
-    const std::size_t begin = data.size() * sizeof(float);
-    for (std::size_t i = 0; i < n; ++i) data.push_back(offset + scale * (unit() + unit() + unit()));
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size() * sizeof(float)}}};
-  };
-  const std::size_t d = s.hidden, ff = s.intermediate;
-  add("embeddings.word_embeddings.weight", {s.vocab, d}, 0.05f, 0.0f);
-  add("embeddings.position_embeddings.weight", {s.max_pos, d}, 0.05f, 0.0f);
-  add("embeddings.token_type_embeddings.weight", {s.types, d}, 0.05f, 0.0f);
-  add("embeddings.LayerNorm.weight", {d}, 0.05f, 1.0f);
-  add("embeddings.LayerNorm.bias", {d}, 0.05f, 0.0f);
-  for (std::size_t l = 0; l < s.layers; ++l) {
-    const std::string p = "encoder.layer." + std::to_string(l) + ".";
-    for (const char* qkv : {"query", "key", "value"}) {
-      add(p + "attention.self." + qkv + ".weight", {d, d}, 0.05f, 0.0f);
-      add(p + "attention.self." + qkv + ".bias", {d}, 0.05f, 0.0f);
-    }
-    add(p + "attention.output.dense.weight", {d, d}, 0.05f, 0.0f);
-    add(p + "attention.output.dense.bias", {d}, 0.05f, 0.0f);
-    add(p + "attention.output.LayerNorm.weight", {d}, 0.05f, 1.0f);
-    add(p + "attention.output.LayerNorm.bias", {d}, 0.05f, 0.0f);
-    add(p + "intermediate.dense.weight", {ff, d}, 0.05f, 0.0f);
-    add(p + "intermediate.dense.bias", {ff}, 0.05f, 0.0f);
-    add(p + "output.dense.weight", {d, ff}, 0.05f, 0.0f);
-    add(p + "output.dense.bias", {d}, 0.05f, 0.0f);
-    add(p + "output.LayerNorm.weight", {d}, 0.05f, 1.0f);
-    add(p + "output.LayerNorm.bias", {d}, 0.05f, 0.0f);
-  }
-  std::string head = header.dump();
-  while (head.size() % 8 != 0) head += ' ';
-  std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
-  const std::uint64_t n = head.size();
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
-  out << head;
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
-  REQUIRE(out.good());
+// A tiny random BERT checkpoint: hidden 32, 2 layers, 4 heads, FFN 64, 50 tokens, 64 positions.
+void write_checkpoint(const fs::path& dir) {
+  stile_test::Rng rng{12345};
+  const auto unit = [&] { return static_cast<float>(rng()); };  // [-1, 1)
+  const stile_test::RandomBertScales scales{.word_embeddings = 0.05f, .embeddings = 0.05f, .matrices = 0.05f,
+                                            .biases = 0.05f, .layer_norm = 0.05f};
+  stile_test::write_random_bert(dir, {32, 2, 4, 64, 50, 64}, scales, [&] { return unit() + unit() + unit(); },
+                                [](const fs::path&, bool written) { REQUIRE(written); });
 }
 
 // One converted store for the whole program.
-struct TinyStore {
-  TempDir dir{"store"};
-  fs::path path = dir.path / "tiny.stile";
-  TinyStore() {
-    write_checkpoint(dir.path, TinySpec{});
-    stile::ConvertOptions options;
-    options.bits = {2, 3, 4, 5, 6, 32};
-    stile::convert_checkpoint(dir.path, path, options);
-  }
-};
-
-const TinyStore& tiny_store() {
-  static const TinyStore s;
+const stile_test::ConvertedStore& tiny_store() {
+  static const stile_test::ConvertedStore s("tiny.stile", write_checkpoint, {2, 3, 4, 5, 6, 32});
   return s;
 }
 
@@ -321,12 +227,13 @@ TEST_CASE("device profile: load refuses files that are not strict JSON, naming t
 }
 
 TEST_CASE("device profile: a real measurement of a tiny store has the right structure", "[plan][device_profile]") {
-  const stile::ShardStore store = stile::ShardStore::open(tiny_store().path);
+  const stile::ShardStore store = stile::ShardStore::open(tiny_store().store);
   stile::ReadBackendOptions backend_options;
   backend_options.kind = stile::ReadBackendKind::pread;
   backend_options.pread_threads = 2;
   std::string note;
-  const std::unique_ptr<stile::ReadBackend> backend = stile::open_read_backend(tiny_store().path, backend_options, &note);
+  const std::unique_ptr<stile::ReadBackend> backend =
+      stile::open_read_backend(tiny_store().store, backend_options, &note);
   stile::ThreadPool pool(2);
   stile::ProfileOptions options;
   options.lengths = {32, 16};  // sorted by the measurement
@@ -390,10 +297,10 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
 
 TEST_CASE("device profile: length buckets are clamped to the position table; bad options refused",
           "[plan][device_profile]") {
-  const stile::ShardStore store = stile::ShardStore::open(tiny_store().path);
+  const stile::ShardStore store = stile::ShardStore::open(tiny_store().store);
   stile::ReadBackendOptions backend_options;
   backend_options.kind = stile::ReadBackendKind::pread;
-  const std::unique_ptr<stile::ReadBackend> backend = stile::open_read_backend(tiny_store().path, backend_options);
+  const std::unique_ptr<stile::ReadBackend> backend = stile::open_read_backend(tiny_store().store, backend_options);
   stile::ThreadPool pool(1);
   stile::ProfileOptions options;
   options.lengths = {8, 500, 64};  // max_position_embeddings is 64

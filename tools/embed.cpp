@@ -1,21 +1,22 @@
-// embed: sentence embeddings (or their cosine similarities) from a sentence-transformers BERT
-// model directory, computed with stile's fp32 encoder.
+// embed: sentence embeddings (or their cosine similarities, or their tokens) from a
+// sentence-transformers BERT model directory, computed with stile's fp32 encoder.
 //
 //   embed "A man is eating food." "A man is eating a piece of bread."
 //   embed --similarity --format json < sentences.txt
+//   embed --tokens "A man is playing a guitar."
 //
 // Exit status: 0 ok, 1 runtime error (bad model, unreadable input), 2 usage error.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,28 +25,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
 
 namespace {
-
-constexpr const char* kUsage = R"(usage: embed [options] [sentence ...]
-
-Embeds each sentence with a sentence-transformers BERT model (tokenize, encode, pool, normalize as
-the model's files say). Sentences come from the arguments; with none, or where one is "-", from
-standard input, one per line.
-
-options:
-  --model DIR     model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)
-  --similarity    print the cosine similarity matrix of the sentences instead of embeddings
-  --format FMT    text (default) or json
-  --full          text format: print every value of each embedding, not the first 8 and the norm
-  --threads N     threads to compute with (default: $STILE_NUM_THREADS, else one per core)
-  --verbose       print token counts and timings to standard error
-  --help          print this help
-  --              the arguments after it are sentences, even those starting with "-"
-)";
 
 // Sentences are encoded this many at a time: one encode() call per chunk keeps the activations
 // of a long input file bounded while still batching.
@@ -57,15 +42,12 @@ enum class Format { kText, kJson };
 struct Options {
   std::filesystem::path model_dir;
   bool similarity = false;
+  bool tokens = false;
   Format format = Format::kText;
   bool full = false;
   std::size_t threads = 0;  // 0: the default pool
   bool verbose = false;
   std::vector<std::string> sentences;
-};
-
-struct UsageError {
-  std::string message;
 };
 
 // Appends stdin's lines (without "\n" or a "\r\n" ending) to sentences.
@@ -77,61 +59,39 @@ void read_stdin_lines(std::vector<std::string>& sentences) {
   if (std::cin.bad()) throw stile::Error("cannot read standard input");
 }
 
-std::size_t parse_threads(std::string_view text) {
-  std::size_t n = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9' || n > 1024) throw UsageError{fmt::format("--threads wants a number from 1 to 1024, got '{}'", text)};
-    n = n * 10 + static_cast<std::size_t>(c - '0');
-  }
-  if (n == 0 || n > 1024) throw UsageError{fmt::format("--threads wants a number from 1 to 1024, got '{}'", text)};
-  return n;
-}
-
-// Returns nothing when --help was asked for.
-std::optional<Options> parse_args(int argc, char** argv) {
+Options parse_args(int argc, char** argv) {
   Options options;
   options.model_dir = stile::default_model_dir();
+  std::string format = "text";
+  stile_cli::Parser cli("embed", "[options] [sentence ...]",
+                        "Embeds each sentence with a sentence-transformers BERT model (tokenize, encode, pool, "
+                        "normalize as the model's files say). Sentences come from the arguments; with none, or where "
+                        "one is \"-\", from standard input, one per line.");
+  cli.flag("--model", "DIR", "model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)",
+           options.model_dir);
+  cli.toggle("--similarity", "print the cosine similarity matrix of the sentences instead of embeddings",
+             options.similarity);
+  cli.toggle("--tokens",
+             "print each sentence's tokens instead of embeddings: the WordPiece pieces and their ids (json: arrays "
+             "\"tokens\" and \"ids\"), to check the tokenizer against another",
+             options.tokens);
+  cli.flag("--format", "FMT", "text or json", format).one_of({"text", "json"});
+  cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
+  cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
+  cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
+  const std::vector<std::string> args = cli.parse(argc, argv);
+  if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
+  options.format = format == "json" ? Format::kJson : Format::kText;
+  // Arguments first, then stdin's lines (where "-" was before any "--", or when there are no
+  // arguments).
   bool read_stdin = false;
-  bool only_sentences = false;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    const auto value = [&]() -> std::string_view {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", arg)};
-      return args[++i];
-    };
-    if (only_sentences || arg.empty() || (arg[0] != '-')) {
-      options.sentences.emplace_back(arg);
-    } else if (arg == "-") {
+    if (args[i] == "-" && i < cli.literal_from()) {
       read_stdin = true;
-    } else if (arg == "--") {
-      only_sentences = true;
-    } else if (arg == "--help" || arg == "-h") {
-      return std::nullopt;
-    } else if (arg == "--model") {
-      options.model_dir = value();
-    } else if (arg == "--similarity") {
-      options.similarity = true;
-    } else if (arg == "--format") {
-      const std::string_view format = value();
-      if (format == "text") {
-        options.format = Format::kText;
-      } else if (format == "json") {
-        options.format = Format::kJson;
-      } else {
-        throw UsageError{fmt::format("--format wants text or json, got '{}'", format)};
-      }
-    } else if (arg == "--full") {
-      options.full = true;
-    } else if (arg == "--threads") {
-      options.threads = parse_threads(value());
-    } else if (arg == "--verbose" || arg == "-v") {
-      options.verbose = true;
     } else {
-      throw UsageError{fmt::format("unknown option '{}'", arg)};
+      options.sentences.push_back(args[i]);
     }
   }
-  // Arguments first, then stdin's lines (where "-" was, or when there are no arguments).
   if (read_stdin || options.sentences.empty()) read_stdin_lines(options.sentences);
   return options;
 }
@@ -175,6 +135,31 @@ void print_embeddings(const Options& options, const std::vector<std::vector<floa
   }
 }
 
+// Each sentence's WordPiece pieces and ids, [CLS] and [SEP] included: "play 2377" per line (text),
+// or {"text", "tokens", "ids"} (json).
+void print_tokens(const Options& options, const stile::Vocab& vocab, const std::vector<stile::Encoding>& encodings) {
+  const auto pieces = [&](const stile::Encoding& e) {
+    std::vector<std::string> out;
+    for (const std::int32_t id : e.input_ids) out.push_back(vocab.token(id));
+    return out;
+  };
+  if (options.format == Format::kJson) {
+    fmt::print("[");
+    for (std::size_t i = 0; i < encodings.size(); ++i) {
+      const nlohmann::ordered_json row = {
+          {"text", options.sentences[i]}, {"tokens", pieces(encodings[i])}, {"ids", encodings[i].input_ids}};
+      fmt::print("{}\n{}", i == 0 ? "" : ",", to_json(row));
+    }
+    fmt::print("{}]\n", encodings.empty() ? "" : "\n");
+    return;
+  }
+  for (std::size_t i = 0; i < encodings.size(); ++i) {
+    fmt::print("{}{} ({} tokens)\n", i == 0 ? "" : "\n", options.sentences[i], encodings[i].size());
+    const std::vector<std::string> p = pieces(encodings[i]);
+    for (std::size_t t = 0; t < p.size(); ++t) fmt::print("{} {}\n", p[t], encodings[i].input_ids[t]);
+  }
+}
+
 void print_similarity(const Options& options, const std::vector<std::vector<float>>& embeddings) {
   // float: the embeddings' own precision, and short JSON numbers.
   std::vector<std::vector<float>> matrix(embeddings.size(), std::vector<float>(embeddings.size()));
@@ -190,6 +175,12 @@ void print_similarity(const Options& options, const std::vector<std::vector<floa
   for (const std::vector<float>& row : matrix) fmt::print("{:7.4f}\n", fmt::join(row, " "));
 }
 
+int finish_output() {
+  std::fflush(stdout);
+  if (std::ferror(stdout)) throw stile::Error("cannot write the output");
+  return 0;
+}
+
 int run(const Options& options) {
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point start) {
@@ -201,6 +192,12 @@ int run(const Options& options) {
   if (options.verbose) {
     fmt::print(stderr, "embed: loaded {} in {:.1f} ms (dim {}, max {} tokens)\n", options.model_dir.string(),
                ms_since(load_start), encoder.dim(), encoder.config().max_seq_length);
+  }
+  if (options.tokens) {
+    std::vector<stile::Encoding> encodings;
+    for (const std::string& sentence : options.sentences) encodings.push_back(encoder.tokenizer().encode(sentence));
+    print_tokens(options, encoder.tokenizer().vocab(), encodings);
+    return finish_output();
   }
   std::unique_ptr<stile::ThreadPool> pool;
   if (options.threads != 0) pool = std::make_unique<stile::ThreadPool>(options.threads);
@@ -234,24 +231,14 @@ int run(const Options& options) {
   } else {
     print_embeddings(options, embeddings);
   }
-  std::fflush(stdout);
-  if (std::ferror(stdout)) throw stile::Error("cannot write the output");
-  return 0;
+  return finish_output();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const std::optional<Options> options = parse_args(argc, argv);
-    if (!options) {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    return run(*options);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "embed: {}\n(see embed --help)\n", e.message);
-    return 2;
+    return run(parse_args(argc, argv));
   } catch (const std::exception& e) {
     fmt::print(stderr, "embed: {}\n", e.what());
     return 1;

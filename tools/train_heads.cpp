@@ -34,6 +34,8 @@
 
 #include <fmt/format.h>
 
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/heads_file.hpp"
@@ -52,50 +54,6 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: train_heads [options] STORE
-
-Trains the SST-2 classification heads of the shard store STORE (logistic regression on pooled
-embeddings), one per submodel shape, on the head-training part of train.tsv, and writes them to
-STORE.heads.json. Prints each head's training accuracy and the gold head's dev accuracy.
-
-options:
-  --sst2 DIR            the SST-2 directory with train.tsv and dev.tsv
-                        (default: <repo>/../shared/data/sst2)
-  --shapes LIST         comma-separated: gold (the full model), NxM (N layers x M shards per
-                        layer), or all (gold and every NxM) (default: all)
-  --importance FILE     an importance profile (examples/importance): each layer keeps its M most
-                        important shards (default: shards 0..M-1)
-  --out FILE            the heads file (default: STORE.heads.json); heads in it that are not
-                        retrained are kept
-  --threads N           compute threads (default: one per core)
-  --batch B             sentences per layer run (default: 64)
-  --seed S              the split's seed (default: 20261123)
-  --train N             head-training rows (default: 8000)
-  --calibration N       calibration rows after them: each head's calibration accuracy, and the
-                        importance profile's rows (default: 1000)
-  --l2 X                L2 penalty of the logistic regression (default: 1e-4)
-  --help                print this help
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "train_heads: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-std::size_t parse_count(std::string_view text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(std::string(text), &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != text.size() || text.empty() || text.front() == '-') {
-    usage_error(fmt::format("{} must be a whole number, got '{}'", what, text));
-  }
-  return static_cast<std::size_t>(value);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -106,7 +64,8 @@ struct Shapes {
   std::set<std::pair<std::size_t, std::size_t>> nm;
 };
 
-Shapes parse_shapes(std::string_view list, std::size_t layers, std::size_t shards) {
+// (Checked against the store, so after it is opened: a usage error then still exits with 2.)
+Shapes parse_shapes(const stile_cli::Parser& cli, std::string_view list, std::size_t layers, std::size_t shards) {
   Shapes out;
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
@@ -122,14 +81,14 @@ Shapes parse_shapes(std::string_view list, std::size_t layers, std::size_t shard
       }
     } else if (stile::parse_shape_key(item, n, m)) {
       if (n < 1 || n > layers || m < 1 || m > shards) {
-        usage_error(fmt::format("--shapes: {} is outside the store's {} layers x {} shards", item, layers, shards));
+        cli.fail(fmt::format("--shapes: {} is outside the store's {} layers x {} shards", item, layers, shards));
       }
       out.nm.insert({n, m});
     } else {
-      usage_error(fmt::format("--shapes: '{}' is not gold, all or NxM", item));
+      cli.fail(fmt::format("--shapes: '{}' is not gold, all or NxM", item));
     }
   }
-  if (!out.gold && out.nm.empty()) usage_error("--shapes names no shape");
+  if (!out.gold && out.nm.empty()) cli.fail("--shapes names no shape");
   return out;
 }
 
@@ -142,58 +101,41 @@ int main(int argc, char** argv) {
   std::size_t threads = 0, batch = 64;
   stile::Sst2Split split;
   stile::LogisticRegressionOptions lr;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--sst2") {
-      sst2_dir = std::string(value());
-    } else if (arg == "--shapes") {
-      shapes_text = std::string(value());
-    } else if (arg == "--importance") {
-      importance_path = std::filesystem::path(std::string(value()));
-    } else if (arg == "--out") {
-      out = std::filesystem::path(std::string(value()));
-    } else if (arg == "--threads") {
-      threads = parse_count(value(), "--threads");
-      if (threads == 0) usage_error("--threads must be positive");
-    } else if (arg == "--batch") {
-      batch = parse_count(value(), "--batch");
-      if (batch == 0) usage_error("--batch must be positive");
-    } else if (arg == "--seed") {
-      split.seed = parse_count(value(), "--seed");
-    } else if (arg == "--train") {
-      split.train = parse_count(value(), "--train");
-      if (split.train == 0) usage_error("--train must be positive");
-    } else if (arg == "--calibration") {
-      split.calibration = parse_count(value(), "--calibration");
-    } else if (arg == "--l2") {
-      const std::string text(value());
-      char* end = nullptr;
-      lr.l2 = std::strtod(text.c_str(), &end);
-      if (end == text.c_str() || *end != '\0' || !(lr.l2 >= 0)) usage_error("--l2 must be a number >= 0");
-    } else if (arg.starts_with("-")) {
-      usage_error(fmt::format("unknown option '{}'", arg));
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.size() != 1) usage_error("give one shard store");
+  stile_cli::Parser cli("train_heads", "[options] STORE",
+                        "Trains the SST-2 classification heads of the shard store STORE (logistic regression on "
+                        "pooled embeddings), one per submodel shape, on the head-training part of train.tsv, and "
+                        "writes them to STORE.heads.json. Prints each head's training accuracy and the gold head's "
+                        "dev accuracy.");
+  cli.flag("--sst2", "DIR", "the SST-2 directory with train.tsv and dev.tsv (default: <repo>/../shared/data/sst2)",
+           sst2_dir);
+  cli.flag("--shapes", "LIST",
+           "comma-separated: gold (the full model), NxM (N layers x M shards per layer), or all (gold and every NxM)",
+           shapes_text);
+  cli.flag("--importance", "FILE",
+           "an importance profile (tools/importance): each layer keeps its M most important shards (default: shards "
+           "0..M-1)",
+           importance_path);
+  cli.flag("--out", "FILE", "the heads file (default: STORE.heads.json); heads in it that are not retrained are kept",
+           out);
+  cli.threads(threads);
+  cli.flag("--batch", "B", "sentences per layer run", batch).at_least(1);
+  cli.flag("--seed", "S", "the split's seed", split.seed);
+  cli.flag("--train", "N", "head-training rows", split.train).at_least(1);
+  cli.flag("--calibration", "N",
+           "calibration rows after them: each head's calibration accuracy, and the importance profile's rows",
+           split.calibration);
+  cli.flag("--l2", "X", "L2 penalty of the logistic regression", lr.l2).at_least(0);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
   const std::filesystem::path store_path = positional[0];
-  if (!out) out = stile::heads_path_for(store_path);
+  if (!out) out = stile_cli::sidecar_path(store_path, stile_cli::Sidecar::heads);
 
   try {
     const auto t_start = std::chrono::steady_clock::now();
     const stile::ShardStore store = stile::ShardStore::open(store_path);
     const std::size_t N = store.num_layers(), M = store.shards_per_layer(), d = store.config().hidden;
     const unsigned top_bits = store.bits().back();
-    const Shapes shapes = parse_shapes(shapes_text, N, M);
+    const Shapes shapes = parse_shapes(cli, shapes_text, N, M);
 
     stile::ShardRanking ranking;  // empty: shards 0..m-1
     if (importance_path) {

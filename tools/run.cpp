@@ -1,7 +1,7 @@
-// run: the elastic engine from the command line. Opens a shard store (examples/convert) with a
-// device profile (examples/profile), runs each text as a request, cold (first request on an empty
+// run: the elastic engine from the command line. Opens a shard store (tools/convert) with a
+// device profile (tools/profile), runs each text as a request, cold (first request on an empty
 // preload buffer) and then warm (the preload buffer filled by the cold run), and prints the
-// embedding, the class (with the heads of examples/train_heads), the plan and a timeline summary.
+// embedding, the class (with the heads of tools/train_heads), the plan and a timeline summary.
 //
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"
@@ -23,6 +23,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/engine.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
@@ -34,60 +36,6 @@
 #include "stile/plan/importance.hpp"
 
 namespace {
-
-constexpr const char* kUsage = R"(usage: run [options] STORE TEXT...
-
-Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and prints
-the sentence embedding's first values and norm, its SST-2 class (when there are heads), the plan (layers x shards, bitwidths) and where
-the time went (embeddings, IO, stall, compute).
-
-options:
-  --profile FILE      the device profile (default: STORE.profile.json when it exists)
-  --importance FILE   the shard importance (default: STORE.importance.json when it exists;
-                      without one, shards are kept and upgraded in shard order)
-  --heads FILE        SST-2 heads per submodel shape (default: STORE.heads.json when it exists):
-                      each request is classified by its plan's head, and the planner, when it
-                      must shrink the submodel, picks the shape whose head scores best
-  --min-bits B        the planner's bitwidth floor (default: the lowest stored)
-  --target-ms T       latency target for the planner (default: none: the highest bitwidth)
-  --preload-kb K      the preload buffer's budget in KiB (default 0)
-  --word-cache-kb K   the word-row cache's budget in KiB: rows kept between requests (default 0)
-  --storage NAME      emulate a board's flash: emmc, sd, nvme, none (default none)
-  --backend NAME      auto, io_uring, pread (default auto: io_uring with O_DIRECT)
-  --threads N         compute threads (default: one per core)
-  --bits B            run the whole model with every shard at B bits (instead of the planner)
-  --layers N          with --bits: the first N layers (default all)
-  --shards M          with --bits: the first M shards of each layer (default all)
-  --load-then-execute read every layer before computing (the baseline), not pipelined
-  --trace FILE        write the last request's timeline as Chrome trace JSON
-  --verbose           print every layer of the timeline
-  --help              print this help
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "run: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-double parse_number(std::string_view text, const char* what) {
-  std::size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(std::string(text), &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != text.size() || text.empty() || !(value >= 0)) {
-    usage_error(fmt::format("{} must be a non-negative number, got '{}'", what, text));
-  }
-  return value;
-}
-
-std::size_t parse_count(std::string_view text, const char* what) {
-  const double v = parse_number(text, what);
-  if (v != static_cast<double>(static_cast<std::size_t>(v))) usage_error(fmt::format("{} must be a whole number", what));
-  return static_cast<std::size_t>(v);
-}
 
 std::string plan_summary(const stile::SubmodelPlan& plan) {
   std::size_t widest = 0;
@@ -132,81 +80,63 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
 }  // namespace
 
 int main(int argc, char** argv) {
+  using stile_cli::Sidecar;
   stile::EngineOptions options;
   std::optional<std::filesystem::path> profile_path, importance_path, heads_path;
   std::optional<unsigned> bits;
   std::optional<std::size_t> layers, shards;
+  std::size_t preload_kb = 0, word_cache_kb = 0;
   std::string trace;
   bool verbose = false;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--profile") {
-      profile_path = std::filesystem::path(value());
-    } else if (arg == "--importance") {
-      importance_path = std::filesystem::path(value());
-    } else if (arg == "--heads") {
-      heads_path = std::filesystem::path(value());
-    } else if (arg == "--min-bits") {
-      options.min_bits = static_cast<unsigned>(parse_count(value(), "--min-bits"));
-    } else if (arg == "--target-ms") {
-      options.target_ms = parse_number(value(), "--target-ms");
-    } else if (arg == "--preload-kb") {
-      options.preload_bytes = parse_count(value(), "--preload-kb") * 1024;
-    } else if (arg == "--word-cache-kb") {
-      options.word_cache_bytes = parse_count(value(), "--word-cache-kb") * 1024;
-    } else if (arg == "--storage") {
-      options.storage = value();
-    } else if (arg == "--backend") {
-      try {
-        options.backend.kind = stile::parse_read_backend_kind(value());
-      } catch (const std::exception& e) {
-        usage_error(e.what());
-      }
-    } else if (arg == "--threads") {
-      options.threads = parse_count(value(), "--threads");
-    } else if (arg == "--bits") {
-      bits = static_cast<unsigned>(parse_count(value(), "--bits"));
-    } else if (arg == "--layers") {
-      layers = parse_count(value(), "--layers");
-    } else if (arg == "--shards") {
-      shards = parse_count(value(), "--shards");
-    } else if (arg == "--load-then-execute") {
-      options.mode = stile::PipelineMode::load_then_execute;
-    } else if (arg == "--trace") {
-      trace = value();
-    } else if (arg == "--verbose") {
-      verbose = true;
-    } else if (arg.starts_with("--")) {
-      usage_error(fmt::format("unknown option {}", arg));
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.size() < 2) usage_error("a store and at least one text are needed");
-  if ((layers || shards) && !bits) usage_error("--layers and --shards go with --bits");
+  stile_cli::Parser cli("run", "[options] STORE TEXT...",
+                        "Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and "
+                        "prints the sentence embedding's first values and norm, its SST-2 class (when there are "
+                        "heads), the plan (layers x shards, bitwidths) and where the time went (embeddings, IO, "
+                        "stall, compute).");
+  cli.flag("--profile", "FILE", "the device profile (default: STORE.profile.json when it exists)", profile_path);
+  cli.flag("--importance", "FILE",
+           "the shard importance (default: STORE.importance.json when it exists; without one, shards are kept and "
+           "upgraded in shard order)",
+           importance_path);
+  cli.flag("--heads", "FILE",
+           "SST-2 heads per submodel shape (default: STORE.heads.json when it exists): each request is classified by "
+           "its plan's head, and the planner, when it must shrink the submodel, picks the shape whose head scores best",
+           heads_path);
+  cli.flag("--min-bits", "B", "the planner's bitwidth floor (default: the lowest stored)", options.min_bits);
+  cli.flag("--target-ms", "T", "latency target for the planner (default: none: the highest bitwidth)",
+           options.target_ms)
+      .at_least(0);
+  cli.flag("--preload-kb", "K", "the preload buffer's budget in KiB", preload_kb);
+  cli.flag("--word-cache-kb", "K", "the word-row cache's budget in KiB: rows kept between requests", word_cache_kb);
+  cli.storage(options.storage);
+  cli.backend(options.backend);
+  cli.threads(options.threads);
+  cli.flag("--bits", "B", "run the whole model with every shard at B bits (instead of the planner)",
+           [&](std::string_view v) { bits = stile_cli::parse_bitwidth(v, "--bits"); });
+  cli.flag("--layers", "N", "with --bits: the first N layers (default all)",
+           [&](std::string_view v) { layers = stile_cli::parse_whole(v, "--layers"); });
+  cli.flag("--shards", "M", "with --bits: the first M shards of each layer (default all)",
+           [&](std::string_view v) { shards = stile_cli::parse_whole(v, "--shards"); });
+  cli.toggle("--load-then-execute", "read every layer before computing (the baseline), not pipelined",
+             [&] { options.mode = stile::PipelineMode::load_then_execute; });
+  cli.flag("--trace", "FILE", "write the last request's timeline as Chrome trace JSON", trace);
+  cli.toggle("--verbose", "print every layer of the timeline", verbose);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() < 2) cli.fail("a store and at least one text are needed");
+  if ((layers || shards) && !bits) cli.fail("--layers and --shards go with --bits");
+  options.preload_bytes = preload_kb * 1024;
+  options.word_cache_bytes = word_cache_kb * 1024;
 
   try {
     const std::filesystem::path store = positional[0];
-    if (!profile_path && std::filesystem::exists(store.string() + ".profile.json")) {
-      profile_path = store.string() + ".profile.json";
-    }
-    if (!importance_path && std::filesystem::exists(stile::importance_path_for(store))) {
-      importance_path = stile::importance_path_for(store);
-    }
+    if (!profile_path) profile_path = stile_cli::existing_sidecar(store, Sidecar::profile);
+    if (!importance_path) importance_path = stile_cli::existing_sidecar(store, Sidecar::importance);
     if (importance_path) {
       stile::ShardImportance importance = stile::load_importance(*importance_path);
       options.ranking = std::move(importance.ranking);
       options.importance = std::move(importance.order);
     }
-    if (!heads_path && std::filesystem::exists(stile::heads_path_for(store))) heads_path = stile::heads_path_for(store);
+    if (!heads_path) heads_path = stile_cli::existing_sidecar(store, Sidecar::heads);
     std::optional<stile::HeadsFile> heads;
     if (heads_path) heads = stile::HeadsFile::load(*heads_path);
     std::optional<stile::DeviceProfile> profile;

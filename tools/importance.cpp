@@ -25,6 +25,8 @@
 
 #include <fmt/format.h>
 
+#include "cli.hpp"
+#include "sidecar.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/model/heads_file.hpp"
@@ -39,89 +41,31 @@
 #define STILE_SST2_DIR "../shared/data/sst2"
 #endif
 
-namespace {
-
-constexpr const char* kUsage = R"(usage: importance [options] STORE
-
-Measures how much each shard of the shard store STORE matters on SST-2: the whole model with every
-shard at the lowest stored bitwidth, then each shard alone raised to the highest, classified by
-the gold head on the calibration part of train.tsv. Writes STORE.importance.json.
-
-options:
-  --sst2 DIR          the SST-2 directory with train.tsv (default: <repo>/../shared/data/sst2)
-  --heads FILE        the heads file with the gold head and the split (default: STORE.heads.json)
-  --head KEY          the head to classify with (default: gold)
-  --out FILE          where to write the profile (default: STORE.importance.json)
-  --limit K           only the first K calibration sentences (a quick look; default: all)
-  --threads N         compute threads (default: one per core)
-  --batch B           sentences per layer run (default: 64)
-  --help              print this help
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "importance: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-std::size_t parse_count(std::string_view text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(std::string(text), &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos != text.size() || text.empty() || text.front() == '-') {
-    usage_error(fmt::format("{} must be a whole number, got '{}'", what, text));
-  }
-  return static_cast<std::size_t>(value);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using stile_cli::Sidecar;
   std::filesystem::path sst2_dir = STILE_SST2_DIR;
   std::optional<std::filesystem::path> heads_path, out;
   std::string head_key = "gold";
   std::size_t threads = 0, limit = 0;
   stile::ImportanceOptions options;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--sst2") {
-      sst2_dir = std::string(value());
-    } else if (arg == "--heads") {
-      heads_path = std::filesystem::path(std::string(value()));
-    } else if (arg == "--head") {
-      head_key = std::string(value());
-    } else if (arg == "--out") {
-      out = std::filesystem::path(std::string(value()));
-    } else if (arg == "--limit") {
-      limit = parse_count(value(), "--limit");
-      if (limit == 0) usage_error("--limit must be positive");
-    } else if (arg == "--threads") {
-      threads = parse_count(value(), "--threads");
-      if (threads == 0) usage_error("--threads must be positive");
-    } else if (arg == "--batch") {
-      options.batch = parse_count(value(), "--batch");
-      if (options.batch == 0) usage_error("--batch must be positive");
-    } else if (arg.starts_with("-")) {
-      usage_error(fmt::format("unknown option '{}'", arg));
-    } else {
-      positional.emplace_back(arg);
-    }
-  }
-  if (positional.size() != 1) usage_error("give one shard store");
+  stile_cli::Parser cli("importance", "[options] STORE",
+                        "Measures how much each shard of the shard store STORE matters on SST-2: the whole model with "
+                        "every shard at the lowest stored bitwidth, then each shard alone raised to the highest, "
+                        "classified by the gold head on the calibration part of train.tsv. Writes "
+                        "STORE.importance.json.");
+  cli.flag("--sst2", "DIR", "the SST-2 directory with train.tsv (default: <repo>/../shared/data/sst2)", sst2_dir);
+  cli.flag("--heads", "FILE", "the heads file with the gold head and the split (default: STORE.heads.json)",
+           heads_path);
+  cli.flag("--head", "KEY", "the head to classify with", head_key);
+  cli.flag("--out", "FILE", "where to write the profile (default: STORE.importance.json)", out);
+  cli.flag("--limit", "K", "only the first K calibration sentences (a quick look; default: all)", limit).at_least(1);
+  cli.threads(threads);
+  cli.flag("--batch", "B", "sentences per layer run", options.batch).at_least(1);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
   const std::filesystem::path store_path = positional[0];
-  if (!heads_path) heads_path = stile::heads_path_for(store_path);
-  if (!out) out = stile::importance_path_for(store_path);
+  if (!heads_path) heads_path = stile_cli::sidecar_path(store_path, Sidecar::heads);
+  if (!out) out = stile_cli::sidecar_path(store_path, Sidecar::importance);
 
   try {
     const auto start = std::chrono::steady_clock::now();

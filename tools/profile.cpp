@@ -1,0 +1,105 @@
+// profile: measures this device's costs for the planners (plan/device_profile.hpp): the time to
+// read one shard version at each bitwidth through the chosen read backend (optionally slowed to a
+// board's flash by the storage emulator), and the time to compute one layer from m shards at each
+// bitwidth and token-length bucket. Writes them as JSON.
+//
+//   profile minilm.stile
+//   profile minilm.stile --storage emmc --threads 4 --out odroid.profile.json
+//
+// Exit status: 0 ok, 1 runtime error (bad store, unreadable file, unwritable output), 2 usage error.
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli.hpp"
+#include "sidecar.hpp"
+#include "stile/calibrate/device_profiler.hpp"
+#include "stile/core/progress_bar.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/io/read_backend.hpp"
+#include "stile/store/shard_store.hpp"
+#include "stile/io/storage_emulator.hpp"
+#include "stile/plan/device_profile.hpp"
+
+int main(int argc, char** argv) {
+  stile::ProfileOptions options;
+  std::optional<std::filesystem::path> out;
+  stile::ReadBackendOptions backend_options;
+  std::size_t threads = 0;
+  stile_cli::Parser cli("profile", "[options] STORE",
+                        "Measures how long this device takes to read one shard version of the shard store STORE at "
+                        "each bitwidth, and to compute one layer from m shards at each bitwidth and sequence length, "
+                        "and writes the device profile the planners read. Run it on an otherwise idle machine.");
+  cli.flag("--out", "PATH", "where to write the profile (default: STORE.profile.json)", out);
+  cli.storage(options.storage_name);
+  cli.backend(backend_options);
+  cli.threads(threads, "compute threads (default: one per core, or $STILE_NUM_THREADS)");
+  cli.flag("--repeats", "R", "timed runs per measurement, after one warm-up", options.repeats).at_least(1);
+  cli.flag("--lengths", "LIST", "token-length buckets (clamped to the model's max_position_embeddings)",
+           options.lengths)
+      .at_least(1);
+  const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (positional.size() != 1) cli.fail("give one shard store");
+  const std::filesystem::path store_path = positional[0];
+  if (!out) out = stile_cli::sidecar_path(store_path, stile_cli::Sidecar::profile);
+
+  try {
+    const stile::StorageProfile storage = stile::storage_profile(options.storage_name);
+    const stile::ShardStore store = stile::ShardStore::open(store_path);
+    std::string note;
+    std::unique_ptr<stile::ReadBackend> backend =
+        stile::emulate_storage(stile::open_read_backend(store_path, backend_options, &note), storage);
+    if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+    std::unique_ptr<stile::ThreadPool> own_pool;
+    if (threads != 0) {
+      own_pool = std::make_unique<stile::ThreadPool>(threads);
+      options.pool = own_pool.get();
+    }
+
+    stile::ProgressBar bar("profiling");
+    const stile::DeviceProfile p = stile::measure_device_profile(store, *backend, options, &bar);
+    p.save(*out);
+
+    const nlohmann::json& m = p.machine;
+    fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers,
+               p.shards_per_layer, m.value("threads", 0), m.value("simd_target", std::string("?")),
+               m.value("cpu", std::string("?")));
+    fmt::print("reads: {}\n", backend->describe());
+
+    fmt::print("\nT_io: one shard version\n{:>5} {:>12} {:>10} {:>10}\n", "bits", "bytes", "ms", "MB/s");
+    for (std::size_t b = 0; b < p.bits.size(); ++b) {
+      const double mbps = p.io_ms[b] > 0 ? p.shard_bytes[b] / (p.io_ms[b] * 1e-3) / 1e6 : 0.0;
+      fmt::print("{:>5} {:>12.0f} {:>10.3f} {:>10.1f}\n", p.bits[b], p.shard_bytes[b], p.io_ms[b], mbps);
+    }
+
+    // m = 1, M/2 and M: the ends and the middle of the planner's range.
+    const std::size_t M = p.shards_per_layer;
+    std::vector<std::size_t> ms = {1, std::max<std::size_t>(1, M / 2), M};
+    ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+    fmt::print("\nT_comp: one layer, ms (median of {})\n{:>5} {:>4}", options.repeats, "bits", "m");
+    for (const std::size_t l : p.lengths) fmt::print(" {:>9}", fmt::format("l={}", l));
+    fmt::print("\n");
+    for (std::size_t b = 0; b < p.bits.size(); ++b) {
+      for (const std::size_t m_shards : ms) {
+        fmt::print("{:>5} {:>4}", p.bits[b], m_shards);
+        for (std::size_t i = 0; i < p.lengths.size(); ++i) fmt::print(" {:>9.3f}", p.compute_ms[b][i][m_shards - 1]);
+        fmt::print("\n");
+      }
+    }
+    fmt::print("\nwrote {}\n", out->string());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "profile: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
