@@ -207,8 +207,9 @@ class Parser {
     f.default_text = stile::to_string(options.kind);
     return f.one_of({"auto", "io_uring", "pread"});
   }
-  Flag& threads(std::size_t& n, std::string help = "compute threads (default: one per core)") {
-    return flag("--threads", "N", std::move(help), n).range(1, 1024);
+  // 0 is the default: one per core (ThreadPool's meaning of 0), as the tools have always taken it.
+  Flag& threads(std::size_t& n, std::string help = "compute threads (0 or unset: one per core)") {
+    return flag("--threads", "N", std::move(help), n).range(0, 1024);
   }
 
   // The positional arguments, in order. --help prints the help and exits 0; a usage error prints
