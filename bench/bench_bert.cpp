@@ -33,8 +33,9 @@ double forward_flops(const stile::BertConfig& c, double L) {
 double gemm_peak_gflops(stile::ThreadPool& pool) {
   const std::size_t M = 256, N = 1536, K = 768;
   std::vector<float> A(M * K, 0.5f), W(N * K, 0.25f), C(M * N);
-  const double t = stile::bench::median_seconds(
-      [&] { stile::gemm(M, A.data(), K, stile::DenseF32(W.data(), N, K), C.data(), N, stile::epilogue::None{}, &pool); });
+  const double t = stile::bench::median_seconds([&] {
+    stile::gemm(M, A.data(), K, stile::DenseF32(W.data(), N, K), C.data(), N, stile::epilogue::None{}, &pool);
+  });
   return 2.0 * M * N * K / t * 1e-9;
 }
 
@@ -75,11 +76,13 @@ int main(int argc, char** argv) {
   }
 
   fmt::print("machine: {}; stile target {}\n", stile::bench::machine_description(), stile::active_target_name());
-  fmt::print("model: {} layers, hidden {}, {} heads, FFN {} (all-MiniLM-L6-v2, real weights)\n",
-             c.num_layers, c.hidden, c.num_heads, c.intermediate);
+  fmt::print("model: {} layers, hidden {}, {} heads, FFN {} (all-MiniLM-L6-v2, real weights)\n", c.num_layers, c.hidden,
+             c.num_heads, c.intermediate);
   fmt::print("batch 1, median of 9 batches of runs, ms; ratio = stile / peer (lower is better)\n\n");
 
-  nlohmann::json out = {{"machine", stile::bench::machine_description()}, {"target", stile::active_target_name()}, {"results", nlohmann::json::array()}};
+  nlohmann::json out = {{"machine", stile::bench::machine_description()},
+                        {"target", stile::active_target_name()},
+                        {"results", nlohmann::json::array()}};
   std::mt19937 rng(1);
   for (const std::size_t threads : thread_counts) {
     stile::ThreadPool pool(threads);
@@ -100,7 +103,8 @@ int main(int argc, char** argv) {
       e.attention_mask.assign(L, 1);
       std::vector<float> hidden;
       const std::span<const stile::Encoding> batch(&e, 1);
-      const double ms = 1e3 * stile::bench::median_seconds([&] { model.encode(batch, hidden, &pool); }, 9, batch_seconds);
+      const double ms =
+          1e3 * stile::bench::median_seconds([&] { model.encode(batch, hidden, &pool); }, 9, batch_seconds);
       const double frac = forward_flops(c, double(L)) / (ms * 1e-3) * 1e-9 / peak;
       std::string line = fmt::format("{:>5} | {:>8.2f} {:>6.0f}%", L, ms, 100 * frac);
       for (const auto& [key, cells] : peers) {
@@ -110,8 +114,12 @@ int main(int argc, char** argv) {
                                   : fmt::format(" | {:>15.2f} {:>6.2f}", it->second, ms / it->second);
       }
       fmt::print("{}\n", line);
-      out["results"].push_back({{"engine", "stile"}, {"threads", threads}, {"seq_len", L}, {"median_ms", ms},
-                                {"fraction_of_gemm_peak", frac}, {"gemm_peak_gflops", peak}});
+      out["results"].push_back({{"engine", "stile"},
+                                {"threads", threads},
+                                {"seq_len", L},
+                                {"median_ms", ms},
+                                {"fraction_of_gemm_peak", frac},
+                                {"gemm_peak_gflops", peak}});
     }
     fmt::print("\n");
   }

@@ -117,9 +117,10 @@ int main(int argc, char** argv) {
 
   fmt::print("machine: {}\nstile target: {} (panel width NR = {})\n", stile::bench::machine_description(),
              stile::active_target_name(), stile::gemm_panel_width());
-  fmt::print("weights: made on the spot, Gaussian random N(0, {}^2), quantized by stile::quant (equal-population\n"
-             "dictionary without refinement, outliers at log-likelihood < -4); single thread\n",
-             kSigma);
+  fmt::print(
+      "weights: made on the spot, Gaussian random N(0, {}^2), quantized by stile::quant (equal-population\n"
+      "dictionary without refinement, outliers at log-likelihood < -4); single thread\n",
+      kSigma);
   fmt::print("times: best of {} alternating rounds, each the median of {} batches\n\n", rounds, batches);
 
   // (a) Decode throughput: all KC x NR panels of a 3072 x 768 matrix, in GEMM order, into one
@@ -128,14 +129,17 @@ int main(int argc, char** argv) {
     const std::size_t N = 3072, K = 768;
     const double out_bytes = double(N) * double(K) * sizeof(float);
     const std::vector<float> w = gaussian(N * K, rng);
-    fmt::print("(a) panel decode, {} x {}: GB/s of fp32 written into the L1 panel buffer (what the GEMM reads)\n", N, K);
-    fmt::print("{:>9} {:>10} | {:>8} {:>8} {:>8}   (auto: what the GEMM uses)\n", "bits", "outliers", "tree", "gather", "auto");
+    fmt::print("(a) panel decode, {} x {}: GB/s of fp32 written into the L1 panel buffer (what the GEMM reads)\n", N,
+               K);
+    fmt::print("{:>9} {:>10} | {:>8} {:>8} {:>8}   (auto: what the GEMM uses)\n", "bits", "outliers", "tree", "gather",
+               "auto");
     std::vector<Quantized> qs;
     for (const unsigned bits : kBits) qs.push_back(quantize(w, N, K, bits));
     qs.push_back(quantize(w, N, K, 32));
     for (const Quantized& q : qs) {
       double t[3] = {1e30, 1e30, 1e30};
-      const stile::DictLookup lookups[3] = {stile::DictLookup::kTree, stile::DictLookup::kGather, stile::DictLookup::kAuto};
+      const stile::DictLookup lookups[3] = {stile::DictLookup::kTree, stile::DictLookup::kGather,
+                                            stile::DictLookup::kAuto};
       for (int r = 0; r < rounds; ++r) {
         for (int i = 0; i < 3; ++i) {
           t[i] = std::min(t[i], stile::bench::median_seconds(
@@ -172,9 +176,8 @@ int main(int argc, char** argv) {
     const char* model;
     std::size_t N, K;
   };
-  const Shape shapes[] = {{"MiniLM", 1152, 384}, {"MiniLM", 384, 384},  {"MiniLM", 1536, 384},
-                          {"MiniLM", 384, 1536}, {"BERT", 2304, 768},   {"BERT", 768, 768},
-                          {"BERT", 3072, 768},   {"BERT", 768, 3072}};
+  const Shape shapes[] = {{"MiniLM", 1152, 384}, {"MiniLM", 384, 384}, {"MiniLM", 1536, 384}, {"MiniLM", 384, 1536},
+                          {"BERT", 2304, 768},   {"BERT", 768, 768},   {"BERT", 3072, 768},   {"BERT", 768, 3072}};
   const std::size_t ms[] = {32, 128};
 
   // The layers of (b) and (c): fp32 packed, and quantized at every bitwidth.
@@ -241,8 +244,9 @@ int main(int argc, char** argv) {
   // (c) Fused against decode-then-GEMM: decode_to_packed (allocation and page faults of the new
   // fp32 copy included, as a caller pays them), then the PackedF32 GEMM.
   if (parts.find('c') != std::string::npos) {
-    fmt::print("(c) fused vs decode-then-GEMM: microseconds; decode = decode_to_packed (into a fresh fp32 copy),\n"
-               "    gemm = the GEMM on the PackedF32 weights it makes\n");
+    fmt::print(
+        "(c) fused vs decode-then-GEMM: microseconds; decode = decode_to_packed (into a fresh fp32 copy),\n"
+        "    gemm = the GEMM on the PackedF32 weights it makes\n");
     fmt::print("{:>6} {:>5} {:>5} {:>4} | {:>8} |", "model", "N", "K", "bits", "decode");
     for (const std::size_t M : ms) fmt::print(" {:>9} {:>9} {:>9}", fmt::format("gemm M={}", M), "dec+gemm", "fused");
     fmt::print("\n");
@@ -259,7 +263,8 @@ int main(int argc, char** argv) {
                                                     if (p.view.data == nullptr) fmt::print("!");
                                                   },
                                                   batches));
-          for (std::size_t mi = 0; mi < 2; ++mi) t_fused[b][mi] = std::min(t_fused[b][mi], gemm_time(l, mi, l.q[b].view));
+          for (std::size_t mi = 0; mi < 2; ++mi)
+            t_fused[b][mi] = std::min(t_fused[b][mi], gemm_time(l, mi, l.q[b].view));
         }
       }
       for (std::size_t b = 0; b < 5; ++b) {

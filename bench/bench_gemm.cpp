@@ -31,16 +31,15 @@ int main(int argc, char** argv) {
   struct Shape {
     std::size_t N, K;
   };
-  const std::vector<Shape> shapes = {{768, 768},  {3072, 768}, {768, 3072},
-                                     {384, 384},  {1536, 384}, {384, 1536}};
+  const std::vector<Shape> shapes = {{768, 768}, {3072, 768}, {768, 3072}, {384, 384}, {1536, 384}, {384, 1536}};
   const std::vector<std::size_t> ms = {32, 128};
   const std::vector<int> thread_counts = {1, 2};
 
-  fmt::print("machine: {}\nstile target: {}\n", stile::bench::machine_description(),
-             stile::active_target_name());
-  fmt::print("GFLOP/s: best of 3 alternating rounds, each the median of 9 batches; ratio = stile / OpenBLAS (higher is better)\n\n");
-  fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8} {:>8} | {:>6}\n", "M", "N", "K", "thr", "stile",
-             "OpenBLAS", "ratio");
+  fmt::print("machine: {}\nstile target: {}\n", stile::bench::machine_description(), stile::active_target_name());
+  fmt::print(
+      "GFLOP/s: best of 3 alternating rounds, each the median of 9 batches; ratio = stile / OpenBLAS (higher is "
+      "better)\n\n");
+  fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8} {:>8} | {:>6}\n", "M", "N", "K", "thr", "stile", "OpenBLAS", "ratio");
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -60,22 +59,24 @@ int main(int argc, char** argv) {
         // engine's figure is its best round (a median over batches within the round).
         double t_stile = 1e30, t_blas = 1e30;
         for (int round = 0; round < (quick ? 1 : 3); ++round) {
-          t_stile = std::min(t_stile, stile::bench::median_seconds(
-              [&] { stile::gemm(M, A.data(), s.K, w, C.data(), s.N, stile::epilogue::None{}, &pool); },
-              batches));
+          t_stile = std::min(
+              t_stile,
+              stile::bench::median_seconds(
+                  [&] { stile::gemm(M, A.data(), s.K, w, C.data(), s.N, stile::epilogue::None{}, &pool); }, batches));
           t_blas = std::min(t_blas, stile::bench::median_seconds(
-              [&] {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(s.N), int(s.K), 1.0f,
-                            A.data(), int(s.K), W.data(), int(s.K), 0.0f, C.data(), int(s.N));
-              },
-              batches));
+                                        [&] {
+                                          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(s.N),
+                                                      int(s.K), 1.0f, A.data(), int(s.K), W.data(), int(s.K), 0.0f,
+                                                      C.data(), int(s.N));
+                                        },
+                                        batches));
           // OpenBLAS workers spin for a while after a call; let them sleep before stile runs.
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
         }
         const double g_stile = flops / t_stile * 1e-9, g_blas = flops / t_blas * 1e-9;
         worst_ratio = std::min(worst_ratio, g_stile / g_blas);
-        fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8.1f} {:>8.1f} | {:>6.3f}\n", M, s.N, s.K, threads,
-                   g_stile, g_blas, g_stile / g_blas);
+        fmt::print("{:>5} {:>5} {:>5} {:>3} | {:>8.1f} {:>8.1f} | {:>6.3f}\n", M, s.N, s.K, threads, g_stile, g_blas,
+                   g_stile / g_blas);
       }
     }
   }

@@ -53,7 +53,9 @@ std::pair<double, double> coroutine_overhead_us(std::size_t layers, std::size_t 
   jobs.load = [&](std::size_t k, std::size_t, stile::LayerTimes&) { sink = sink + k; };
   jobs.compute = [&](std::size_t k, std::size_t) { sink = sink + k; };
   std::vector<stile::LayerTimes> times;
-  const auto one = [&] { pipeline.run(layers, 2, stile::PipelineMode::pipelined, jobs, std::chrono::steady_clock::now(), times); };
+  const auto one = [&] {
+    pipeline.run(layers, 2, stile::PipelineMode::pipelined, jobs, std::chrono::steady_clock::now(), times);
+  };
   for (std::size_t i = 0; i < runs / 10; ++i) one();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < runs; ++i) one();
@@ -98,7 +100,8 @@ int main(int argc, char** argv) {
         std::string described;
         stile::EngineResult traced;
         for (std::size_t r = 0; r < runs; ++r) {
-          for (const stile::PipelineMode mode : {stile::PipelineMode::pipelined, stile::PipelineMode::load_then_execute}) {
+          for (const stile::PipelineMode mode :
+               {stile::PipelineMode::pipelined, stile::PipelineMode::load_then_execute}) {
             stile::EngineOptions options;
             options.storage = storage_name;
             options.mode = mode;
@@ -115,12 +118,14 @@ int main(int argc, char** argv) {
             f.stall.push_back(res.timeline.stall_ms());
             f.compute.push_back(res.timeline.compute_ms());
             f.layer_stall.resize(res.timeline.layers.size());
-            for (std::size_t l = 0; l < res.timeline.layers.size(); ++l) f.layer_stall[l].push_back(res.timeline.layers[l].stall_ms);
+            for (std::size_t l = 0; l < res.timeline.layers.size(); ++l)
+              f.layer_stall[l].push_back(res.timeline.layers[l].stall_ms);
             if (mode == stile::PipelineMode::pipelined && r + 1 == runs) traced = res;
           }
         }
         fmt::print("\n{} bits, {}\n", bits, described);
-        fmt::print("  {:<18} {:>10} {:>10} {:>10}   stall per layer (ms)\n", "mode", "total ms", "stall ms", "compute ms");
+        fmt::print("  {:<18} {:>10} {:>10} {:>10}   stall per layer (ms)\n", "mode", "total ms", "stall ms",
+                   "compute ms");
         nlohmann::json modes = nlohmann::json::object();
         for (int m = 0; m < 2; ++m) {
           std::string per_layer;
@@ -146,9 +151,10 @@ int main(int argc, char** argv) {
       }
     }
     const auto [piped_us, plain_us] = coroutine_overhead_us(6, 20000);
-    fmt::print("\ncoroutine machinery: a 6-layer pipeline of no-op IO and compute jobs costs {:.2f} us per layer "
-               "(the same calls in a plain loop: {:.3f} us)\n",
-               piped_us, plain_us);
+    fmt::print(
+        "\ncoroutine machinery: a 6-layer pipeline of no-op IO and compute jobs costs {:.2f} us per layer "
+        "(the same calls in a plain loop: {:.3f} us)\n",
+        piped_us, plain_us);
     report["coroutine_us_per_layer"] = piped_us;
     report["plain_loop_us_per_layer"] = plain_us;
     if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";

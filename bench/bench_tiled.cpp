@@ -46,10 +46,10 @@ struct ModelShards {
   std::string name;
   stile::BertConfig config;
   stile::ShardShape shape;
-  std::vector<std::vector<stile::EncodedShard>> encoded;   // [layer][shard]
-  std::vector<std::vector<stile::ShardView>> views;        // [layer][shard]
-  std::vector<std::array<std::vector<float>, 6>> resident;  // [layer]
-  std::vector<std::unique_ptr<stile::ShardedLayer>> layers; // all shards of each layer
+  std::vector<std::vector<stile::EncodedShard>> encoded;     // [layer][shard]
+  std::vector<std::vector<stile::ShardView>> views;          // [layer][shard]
+  std::vector<std::array<std::vector<float>, 6>> resident;   // [layer]
+  std::vector<std::unique_ptr<stile::ShardedLayer>> layers;  // all shards of each layer
 
   stile::LayerResidentView resident_view(std::size_t l) const {
     const auto& r = resident[l];
@@ -92,8 +92,8 @@ ModelShards random_model(std::string name, std::size_t layers, std::size_t d, st
       m.encoded[l].push_back(stile::encode_shard(sw, m.shape, bits, bounds, stile::quant::QuantizerOptions{}));
     }
     for (auto& e : m.encoded[l]) {
-      m.views[l].push_back(stile::ShardView::parse(e.bytes.span(), m.shape, bits, e.dictionary, e.outliers,
-                                                   m.name + " shard"));
+      m.views[l].push_back(
+          stile::ShardView::parse(e.bytes.span(), m.shape, bits, e.dictionary, e.outliers, m.name + " shard"));
     }
     std::array<std::vector<float>, 6> r;
     for (std::size_t k = 0; k < 6; ++k) r[k].assign(d, k == 1 || k == 4 ? 1.0f : 0.0f);
@@ -190,9 +190,11 @@ int main(int argc, char** argv) {
     models.push_back(store_model(store_path, bits));
   } else {
     fmt::print("(no --store: the MiniLM shape runs on Gaussian weights made on the spot)\n");
-    models.push_back(std::make_unique<ModelShards>(random_model("MiniLM shape (random weights)", 6, 384, 12, 1536, bits)));
+    models.push_back(
+        std::make_unique<ModelShards>(random_model("MiniLM shape (random weights)", 6, 384, 12, 1536, bits)));
   }
-  models.push_back(std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
+  models.push_back(
+      std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
 
   for (const auto& mp : models) {
     const ModelShards& m = *mp;
@@ -203,8 +205,10 @@ int main(int argc, char** argv) {
     const std::size_t budget = stile::untiled_layer_peak_bytes(memory_shape(512)) / 4;
     nlohmann::json mem = nlohmann::json::array(), lat = nlohmann::json::array();
     if (parts.find('a') != std::string::npos) {
-      fmt::print("(a) peak working memory of one layer (KiB), budget B = {:.1f} KiB\n{:>6} {:>12} {:>14} {:>12} {:>8} {:>10}\n",
-                 budget / 1024.0, "s", "untiled", "tiled (meas.)", "analytic", "ratio", "tiles");
+      fmt::print(
+          "(a) peak working memory of one layer (KiB), budget B = {:.1f} KiB\n{:>6} {:>12} {:>14} {:>12} {:>8} "
+          "{:>10}\n",
+          budget / 1024.0, "s", "untiled", "tiled (meas.)", "analytic", "ratio", "tiles");
       for (const std::size_t s : {64, 128, 256, 384, 512}) {
         const stile::LayerMemoryShape shape = memory_shape(s);
         const std::size_t untiled = stile::untiled_layer_peak_bytes(shape);
@@ -216,22 +220,28 @@ int main(int argc, char** argv) {
         const std::size_t untiled_grown =
             sizeof(float) * (ws.qkv.size() + ws.ctx.size() + ws.ffn.size() + pool.num_threads() * s * s);
         if (untiled_grown != untiled) {
-          fmt::print(stderr, "bench_tiled: untiled workspace {} B != untiled_layer_peak_bytes {} B\n", untiled_grown, untiled);
+          fmt::print(stderr, "bench_tiled: untiled workspace {} B != untiled_layer_peak_bytes {} B\n", untiled_grown,
+                     untiled);
           return 1;
         }
         stile::Arena arena;
         m.layers[0]->run(m.config, x.data(), offsets, tiles, arena, pool);
         const std::size_t analytic = stile::tiled_layer_peak_bytes(shape, tiles);
         fmt::print("{:>6} {:>12.1f} {:>14.1f} {:>12.1f} {:>7.2f}x {:>5}x{:<4}\n", s, untiled / 1024.0,
-                   arena.peak_bytes() / 1024.0, analytic / 1024.0, double(untiled) / double(arena.peak_bytes()), tiles.query,
-                   tiles.tokens);
-        mem.push_back({{"s", s}, {"untiled_bytes", untiled}, {"tiled_bytes", arena.peak_bytes()}, {"analytic_bytes", analytic},
+                   arena.peak_bytes() / 1024.0, analytic / 1024.0, double(untiled) / double(arena.peak_bytes()),
+                   tiles.query, tiles.tokens);
+        mem.push_back({{"s", s},
+                       {"untiled_bytes", untiled},
+                       {"tiled_bytes", arena.peak_bytes()},
+                       {"analytic_bytes", analytic},
                        {"tiles", {tiles.query, tiles.tokens}}});
       }
     }
     if (parts.find('b') != std::string::npos) {
-      fmt::print("(b) latency of the whole encoder, tiled (chooser's tiles for the budget) vs untiled\n"
-                 "{:>6} {:>12} {:>12} {:>12} {:>8} {:>10}\n", "s", "budget KiB", "untiled ms", "tiled ms", "ratio", "tiles");
+      fmt::print(
+          "(b) latency of the whole encoder, tiled (chooser's tiles for the budget) vs untiled\n"
+          "{:>6} {:>12} {:>12} {:>12} {:>8} {:>10}\n",
+          "s", "budget KiB", "untiled ms", "tiled ms", "ratio", "tiles");
       const std::size_t tight_128 = stile::untiled_layer_peak_bytes(memory_shape(128)) / 4;
       for (const auto& [s, b] : {std::pair{std::size_t{128}, budget}, {512, budget}, {128, tight_128}}) {
         const stile::LayerTiles tiles = stile::choose_layer_tiles(b, memory_shape(s));
@@ -242,9 +252,12 @@ int main(int argc, char** argv) {
           untiled = std::min(untiled, run.seconds(s, n, all, nullptr));
           tiled = std::min(tiled, run.seconds(s, n, all, &tiles));
         }
-        fmt::print("{:>6} {:>12.1f} {:>12.2f} {:>12.2f} {:>7.3f}x {:>5}x{:<4}\n", s, b / 1024.0, untiled * 1e3, tiled * 1e3,
-                   tiled / untiled, tiles.query, tiles.tokens);
-        lat.push_back({{"s", s}, {"budget_bytes", b}, {"untiled_ms", untiled * 1e3}, {"tiled_ms", tiled * 1e3},
+        fmt::print("{:>6} {:>12.1f} {:>12.2f} {:>12.2f} {:>7.3f}x {:>5}x{:<4}\n", s, b / 1024.0, untiled * 1e3,
+                   tiled * 1e3, tiled / untiled, tiles.query, tiles.tokens);
+        lat.push_back({{"s", s},
+                       {"budget_bytes", b},
+                       {"untiled_ms", untiled * 1e3},
+                       {"tiled_ms", tiled * 1e3},
                        {"tiles", {tiles.query, tiles.tokens}}});
       }
     }
@@ -252,8 +265,9 @@ int main(int argc, char** argv) {
     if (&m != models.front().get() || parts.find('c') == std::string::npos) continue;
     // (c) The n x m grid (MiniLM only: it is the model the planner runs here).
     const std::size_t s = 128;
-    fmt::print("(c) latency (ms) of n x m submodels at s = {}, untiled, first m shards of each of the first n layers\n{:>4}",
-               s, "n\\m");
+    fmt::print(
+        "(c) latency (ms) of n x m submodels at s = {}, untiled, first m shards of each of the first n layers\n{:>4}",
+        s, "n\\m");
     for (std::size_t mm = 1; mm <= m.config.num_heads; ++mm) fmt::print(" {:>6}", mm);
     fmt::print("\n");
     nlohmann::json grid = nlohmann::json::array();

@@ -88,7 +88,7 @@ struct Method {
   std::size_t preload_bytes = 0;  // the engine's preload budget (whole plan: PreloadModel, gold)
   bool preload_whole_plan = false;
   stile::PipelineMode mode = stile::PipelineMode::pipelined;
-  bool deadline = true;            // gold has none
+  bool deadline = true;              // gold has none
   std::size_t word_cache_bytes = 0;  // the engine's word-row cache
 };
 
@@ -132,7 +132,8 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
       layers_out = plan.layers.size();
       shards_out = shard_count(plan);
     }
-    const stile::StoredHead* stored = m.name == "gold" ? &c.heads->at("gold", c.heads_path.string()) : c.heads->find_for(plan);
+    const stile::StoredHead* stored =
+        m.name == "gold" ? &c.heads->at("gold", c.heads_path.string()) : c.heads->find_for(plan);
     stile::require(stored != nullptr, c.heads_path.string() + ": no head for a " + std::to_string(plan.layers.size()) +
                                           "-layer plan of " + std::to_string(shard_count(plan)) + " shards of " +
                                           m.name + " (uneven widths, or train_heads --shapes all not run)");
@@ -148,7 +149,7 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
 }
 
 struct Latency {
-  double median = 0, p95 = 0, within = 0;  // within: fraction of runs <= T
+  double median = 0, p95 = 0, within = 0;           // within: fraction of runs <= T
   std::size_t held = 0, working = 0, resident = 0;  // bytes
 };
 
@@ -239,9 +240,9 @@ int main(int argc, char** argv) {
     const stile::DeviceProfile profile = stile::DeviceProfile::load(profile_path);
     const fs::path heads_path = stile_cli::sidecar_path(store_path, Sidecar::heads);
     const stile::HeadsFile heads = with_accuracy ? stile::HeadsFile::load(heads_path) : stile::HeadsFile{};
-    const stile::ShardImportance importance = with_accuracy
-        ? stile::load_importance(stile_cli::sidecar_path(store_path, Sidecar::importance))
-        : stile::ShardImportance{};
+    const stile::ShardImportance importance =
+        with_accuracy ? stile::load_importance(stile_cli::sidecar_path(store_path, Sidecar::importance))
+                      : stile::ShardImportance{};
     const stile::ShardedBert bert = stile::ShardedBert::open(store_path);
     const stile::LabeledSentences dev_rows = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::WordPieceTokenizer tokenizer(stile::Vocab::parse(store.read_vocab(), store.name()),
@@ -259,10 +260,13 @@ int main(int argc, char** argv) {
     };
     // Every plan is costed with the engine's reads: versions next to each other in the file in one
     // O_DIRECT request (one latency per contiguous run).
-    const stile::LayerIoTime layer_io = stile::layer_io_model(profile, [&](std::size_t l, std::span<const stile::ShardChoice> v) {
-      return stile::contiguous_reads(store, l, v, stile::read_backend_detail::kDirectAlignment);
-    });
-    const auto exact = [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); };
+    const stile::LayerIoTime layer_io =
+        stile::layer_io_model(profile, [&](std::size_t l, std::span<const stile::ShardChoice> v) {
+          return stile::contiguous_reads(store, l, v, stile::read_backend_detail::kDirectAlignment);
+        });
+    const auto exact = [&](const stile::ShardKey& k) {
+      return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size);
+    };
     const auto shape_accuracy = heads.shape_accuracy();
     const auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
       return [&, budget, upgrade_order](const stile::Encoding& e, std::size_t rows, double t) {
@@ -297,30 +301,42 @@ int main(int argc, char** argv) {
       const auto bytes = static_cast<std::size_t>(kb * 1024);
       methods.push_back(ours_holding(fmt::format("ours-{:.0f}K", kb), bytes));
     }
-    methods.push_back({"Load&Exec",
-                       [&](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_load_and_exec(profile, e.size(), layers_ms(rows, t), ranking, layer_io).submodel; },
-                       0, false, stile::PipelineMode::load_then_execute});
+    methods.push_back(
+        {"Load&Exec",
+         [&](const stile::Encoding& e, std::size_t rows, double t) {
+           return stile::plan_load_and_exec(profile, e.size(), layers_ms(rows, t), ranking, layer_io).submodel;
+         },
+         0, false, stile::PipelineMode::load_then_execute});
     for (const unsigned x : {2u, 6u, 32u}) {
-      methods.push_back({fmt::format("StdPL-{}", x),
-                         [&, x](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_std_pipeline(profile, e.size(), layers_ms(rows, t), x, ranking, layer_io).submodel; },
-                         0, false});
+      methods.push_back(
+          {fmt::format("StdPL-{}", x),
+           [&, x](const stile::Encoding& e, std::size_t rows, double t) {
+             return stile::plan_std_pipeline(profile, e.size(), layers_ms(rows, t), x, ranking, layer_io).submodel;
+           },
+           0, false});
     }
     for (const unsigned x : {6u, 32u}) {
       methods.push_back({fmt::format("PreloadModel-{}", x),
-                         [&, x](const stile::Encoding& e, std::size_t rows, double t) { return stile::plan_preload_model(profile, e.size(), layers_ms(rows, t), x, ranking).submodel; },
+                         [&, x](const stile::Encoding& e, std::size_t rows, double t) {
+                           return stile::plan_preload_model(profile, e.size(), layers_ms(rows, t), x, ranking).submodel;
+                         },
                          0, true});
     }
-    Method gold{"gold", [&](const stile::Encoding&, std::size_t, double) {
+    Method gold{"gold",
+                [&](const stile::Encoding&, std::size_t, double) {
                   return stile::SubmodelPlan::uniform(store.num_layers(), store.shards_per_layer(), 32);
-                }, 0, true};
+                },
+                0, true};
     gold.deadline = false;
 
-    fmt::print("machine: {}; stile target {}\nstore {} ({}), storage {} (emulated: the real bytes read, delays "
-               "added), profile {} (made {}); word-row read estimate {:.2f} ms per distinct token\nSST-2 dev: {} sentences; latency: {} requests per method and target "
-               "(median, p95, share <= T)\n\n",
-               stile::bench::machine_description(), stile::active_target_name(), store_path.string(),
-               stile::bench::cpu_model(), storage, profile_path.string(), profile.machine.value("date", "?"), row_ms,
-               c.dev.size(), runs);
+    fmt::print(
+        "machine: {}; stile target {}\nstore {} ({}), storage {} (emulated: the real bytes read, delays "
+        "added), profile {} (made {}); word-row read estimate {:.2f} ms per distinct token\nSST-2 dev: {} sentences; "
+        "latency: {} requests per method and target "
+        "(median, p95, share <= T)\n\n",
+        stile::bench::machine_description(), stile::active_target_name(), store_path.string(),
+        stile::bench::cpu_model(), storage, profile_path.string(), profile.machine.value("date", "?"), row_ms,
+        c.dev.size(), runs);
     nlohmann::json report = {{"machine", stile::bench::machine_description()}, {"storage", storage}, {"runs", runs}};
     stile::ProgressBar bar("eval_sst2");
     const std::size_t steps = targets.size() * methods.size() + 1;
@@ -345,29 +361,44 @@ int main(int argc, char** argv) {
         }
         const Latency lat = latency(c, m, t, runs);
         bar.update(++done, steps);
-        lines.push_back(fmt::format("| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |",
-                                    t, m.name, std::isnan(acc) ? std::string("-") : fmt::format("{:.1f}", acc), layers, fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
-                                    lat.held / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95,
-                                    100 * lat.within));
-        report["results"].push_back({{"target_ms", t}, {"method", m.name}, {"accuracy", acc}, {"layers", layers},
-                                     {"shards", shards}, {"held_bytes", lat.held}, {"working_bytes", lat.working},
-                                     {"resident_bytes", lat.resident}, {"median_ms", lat.median}, {"p95_ms", lat.p95},
+        lines.push_back(fmt::format(
+            "| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |", t,
+            m.name, std::isnan(acc) ? std::string("-") : fmt::format("{:.1f}", acc), layers,
+            fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
+            lat.held / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95, 100 * lat.within));
+        report["results"].push_back({{"target_ms", t},
+                                     {"method", m.name},
+                                     {"accuracy", acc},
+                                     {"layers", layers},
+                                     {"shards", shards},
+                                     {"held_bytes", lat.held},
+                                     {"working_bytes", lat.working},
+                                     {"resident_bytes", lat.resident},
+                                     {"median_ms", lat.median},
+                                     {"p95_ms", lat.p95},
                                      {"within_target", lat.within}});
       }
     }
-    fmt::print("| T ms  | method          | acc % | n x m    | held MB | working MB | resident MB | median ms | p95 ms | <= T |\n");
+    fmt::print(
+        "| T ms  | method          | acc % | n x m    | held MB | working MB | resident MB | median ms | p95 ms | <= T "
+        "|\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& l : lines) fmt::print("{}\n", l);
-    fmt::print("|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
-               std::isnan(gold_accuracy) ? std::string("-") : fmt::format("{:.1f}", gold_accuracy), gl,
-               gs / std::max<std::size_t>(gl, 1), gold_latency.held / 1e6, gold_latency.working / 1e6,
-               gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);
-    report["gold"] = {{"accuracy", gold_accuracy}, {"held_bytes", gold_latency.held},
-                      {"working_bytes", gold_latency.working}, {"resident_bytes", gold_latency.resident},
-                      {"median_ms", gold_latency.median}, {"p95_ms", gold_latency.p95}};
+    fmt::print(
+        "|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
+        std::isnan(gold_accuracy) ? std::string("-") : fmt::format("{:.1f}", gold_accuracy), gl,
+        gs / std::max<std::size_t>(gl, 1), gold_latency.held / 1e6, gold_latency.working / 1e6,
+        gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);
+    report["gold"] = {{"accuracy", gold_accuracy},
+                      {"held_bytes", gold_latency.held},
+                      {"working_bytes", gold_latency.working},
+                      {"resident_bytes", gold_latency.resident},
+                      {"median_ms", gold_latency.median},
+                      {"p95_ms", gold_latency.p95}};
 
     if (sweep_target > 0 && with_accuracy) {  // accuracy vs memory held, at one target
-      fmt::print("\naccuracy vs memory held between requests (preload + word-row cache), ours at T = {:.0f} ms\n", sweep_target);
+      fmt::print("\naccuracy vs memory held between requests (preload + word-row cache), ours at T = {:.0f} ms\n",
+                 sweep_target);
       for (const std::size_t kb : {0u, 128u, 256u, 512u, 1024u, 2048u, 4096u}) {
         const Method m = ours_holding("ours", kb * 1024);
         std::size_t layers = 0, shards = 0;

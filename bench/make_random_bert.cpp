@@ -49,12 +49,15 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 4; ++k) sum += rng() * 0.5;
     return static_cast<float>(sum * std::sqrt(3.0));
   };
-  const stile_test::RandomBertScales scales{.word_embeddings = 0.02f, .embeddings = 0.02f, .matrices = 0.02f,
-                                            .biases = 0.02f, .layer_norm = 0.0f};
+  const stile_test::RandomBertScales scales{
+      .word_embeddings = 0.02f, .embeddings = 0.02f, .matrices = 0.02f, .biases = 0.02f, .layer_norm = 0.0f};
   fs::path failed;
   const std::size_t parameters = stile_test::write_random_bert(
       out_dir, {.hidden = d, .layers = layers, .heads = heads, .intermediate = ff, .vocab = vocab, .max_pos = 512},
-      scales, normal, [&](const fs::path& file, bool written) { if (!written && failed.empty()) failed = file; },
+      scales, normal,
+      [&](const fs::path& file, bool written) {
+        if (!written && failed.empty()) failed = file;
+      },
       vocab_text);
   if (!failed.empty()) {
     std::fprintf(stderr, "make_random_bert: cannot write %s\n", failed.c_str());

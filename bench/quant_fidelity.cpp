@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.empty() || positional.size() > 2) cli.fail("give a shard store (and optionally MODEL_DIR)");
   try {
-    const stile::SentenceEncoder fp32 =
-        stile::SentenceEncoder::load(positional.size() == 2 ? std::filesystem::path(positional[1]) : stile::default_model_dir());
+    const stile::SentenceEncoder fp32 = stile::SentenceEncoder::load(
+        positional.size() == 2 ? std::filesystem::path(positional[1]) : stile::default_model_dir());
     const stile::ShardedBert sharded = stile::ShardedBert::open(positional[0]);
     const std::vector<std::string> sentences = read_sentences(sst2);
     const std::size_t n = sentences.size(), d = fp32.dim();

@@ -62,10 +62,9 @@ int main(int argc, char** argv) {
     }
   }
   const double flops = 4.0 * double(M) * double(d) * double(f);
-  fmt::print("stile GEMM demo: FFN of one layer, {} tokens, hidden {}, FFN {} (random weights)\n",
-             M, d, f);
-  fmt::print("target {}, {} threads: {:.2f} ms (first call, cold), {:.1f} GFLOP/s\n",
-             stile::active_target_name(), pool.num_threads(), seconds * 1e3, flops / seconds * 1e-9);
+  fmt::print("stile GEMM demo: FFN of one layer, {} tokens, hidden {}, FFN {} (random weights)\n", M, d, f);
+  fmt::print("target {}, {} threads: {:.2f} ms (first call, cold), {:.1f} GFLOP/s\n", stile::active_target_name(),
+             pool.num_threads(), seconds * 1e3, flops / seconds * 1e-9);
   fmt::print("worst relative error against a naive loop on sampled outputs: {:.2e} ({})\n", worst,
              worst <= 1e-4 ? "ok" : "MISMATCH");
   return worst <= 1e-4 ? 0 : 1;

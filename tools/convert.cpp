@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
 
     fmt::print("{}: {} layers x {} shards, file {}\n", out.string(), r.outlier_fraction.size(), r.shards,
                human_bytes(double(r.file_bytes)));
-    fmt::print("\n{:>5} {:>12} {:>14} {:>13} {:>16} {:>15}\n", "bits", "shards size", "mean |w - q|",
-               "rel. RMSE", "L1 equal-pop.", "L1 refined");
+    fmt::print("\n{:>5} {:>12} {:>14} {:>13} {:>16} {:>15}\n", "bits", "shards size", "mean |w - q|", "rel. RMSE",
+               "L1 equal-pop.", "L1 refined");
     for (const auto& [bits, st] : r.bits) {
       if (bits == 32) {
         fmt::print("{:>5} {:>12} {:>14} {:>13} {:>16} {:>15}\n", bits, human_bytes(double(st.bytes)), "0 (exact)", "0",

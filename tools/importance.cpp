@@ -94,10 +94,11 @@ int main(int argc, char** argv) {
     for (const std::string& s : calibration.sentences) encodings.push_back(tokenizer.encode(s));
 
     const std::size_t N = store.num_layers(), M = store.shards_per_layer();
-    fmt::print("store {} ({} layers x {} shards); head \"{}\" of {}; {} calibration sentences of train.tsv "
-               "(seed {}, after the {} head-training rows)\n",
-               store_path.string(), N, M, head_key, heads_path->string(), calibration.size(), heads.split.split.seed,
-               heads.split.split.train);
+    fmt::print(
+        "store {} ({} layers x {} shards); head \"{}\" of {}; {} calibration sentences of train.tsv "
+        "(seed {}, after the {} head-training rows)\n",
+        store_path.string(), N, M, head_key, heads_path->string(), calibration.size(), heads.split.split.seed,
+        heads.split.split.train);
     std::fflush(stdout);  // before the progress bar on stderr
 
     stile::ThreadPool pool(threads, /*cpu_bound_workers=*/true);
@@ -110,8 +111,8 @@ int main(int argc, char** argv) {
     p.save(*out);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    fmt::print("\nall shards at {:>2} bits: accuracy {:.4f}, mean log p(true) {:.4f}\n", p.base_bits,
-               p.base.accuracy(), p.base.mean_log_prob);
+    fmt::print("\nall shards at {:>2} bits: accuracy {:.4f}, mean log p(true) {:.4f}\n", p.base_bits, p.base.accuracy(),
+               p.base.mean_log_prob);
     fmt::print("all shards at {:>2} bits: accuracy {:.4f}, mean log p(true) {:.4f}\n\n", p.raised_bits,
                p.full.accuracy(), p.full.mean_log_prob);
     fmt::print("accuracy with one shard raised to {} bits (rows: layers; columns: shards):\n      ", p.raised_bits);

@@ -71,9 +71,8 @@ int main(int argc, char** argv) {
     p.save(*out);
 
     const nlohmann::json& m = p.machine;
-    fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers,
-               p.shards_per_layer, m.value("threads", 0), m.value("simd_target", std::string("?")),
-               m.value("cpu", std::string("?")));
+    fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers, p.shards_per_layer,
+               m.value("threads", 0), m.value("simd_target", std::string("?")), m.value("cpu", std::string("?")));
     fmt::print("reads: {}\n", backend->describe());
 
     fmt::print("\nT_io: one shard version\n{:>5} {:>12} {:>10} {:>10}\n", "bits", "bytes", "ms", "MB/s");

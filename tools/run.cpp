@@ -55,12 +55,13 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
   for (std::size_t i = 0; i < 4 && i < r.embedding.size(); ++i) head += fmt::format("{:+.4f} ", r.embedding[i]);
   double norm = 0;
   for (const float x : r.embedding) norm += static_cast<double>(x) * x;
-  fmt::print("  {:<5} {:7.2f} ms  embeddings {:5.2f} ({} rows read, {} cached)  IO {:6.2f}  stall {:6.2f}  compute {:6.2f} ms"
-             "  read {:5.2f} MB ({} shards)  held {:.2f} MB  working {:.2f} MB\n",
-             label, t.total_ms, t.embed_end_ms - t.embed_start_ms, t.word_rows_read, t.word_rows_cached, t.io_ms(),
-             t.stall_ms(), t.compute_ms(), static_cast<double>(t.bytes_read() + t.embed_bytes_read) / 1e6,
-             t.shards_read(), static_cast<double>(r.preload_held_bytes + r.word_cache_held_bytes) / 1e6,
-             static_cast<double>(r.working_buffer_bytes) / 1e6);
+  fmt::print(
+      "  {:<5} {:7.2f} ms  embeddings {:5.2f} ({} rows read, {} cached)  IO {:6.2f}  stall {:6.2f}  compute {:6.2f} ms"
+      "  read {:5.2f} MB ({} shards)  held {:.2f} MB  working {:.2f} MB\n",
+      label, t.total_ms, t.embed_end_ms - t.embed_start_ms, t.word_rows_read, t.word_rows_cached, t.io_ms(),
+      t.stall_ms(), t.compute_ms(), static_cast<double>(t.bytes_read() + t.embed_bytes_read) / 1e6, t.shards_read(),
+      static_cast<double>(r.preload_held_bytes + r.word_cache_held_bytes) / 1e6,
+      static_cast<double>(r.working_buffer_bytes) / 1e6);
   fmt::print("        embedding [{}...] norm {:.4f}", head, std::sqrt(norm));
   if (r.label) {
     fmt::print("  class {} (head {})", heads->at(r.head).head.labels.at(*r.label), r.head);
@@ -71,9 +72,11 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
   if (!verbose) return;
   for (std::size_t l = 0; l < t.layers.size(); ++l) {
     const stile::LayerTimes& x = t.layers[l];
-    fmt::print("        layer {}: IO {:7.2f}-{:7.2f} ({} read, {} preloaded, {} reads)  compute {:7.2f}-{:7.2f}  stall {:6.2f}\n",
-               l, x.io_start_ms, x.io_end_ms, x.shards_read, x.shards_preloaded, x.reads, x.compute_start_ms,
-               x.compute_end_ms, x.stall_ms);
+    fmt::print(
+        "        layer {}: IO {:7.2f}-{:7.2f} ({} read, {} preloaded, {} reads)  compute {:7.2f}-{:7.2f}  stall "
+        "{:6.2f}\n",
+        l, x.io_start_ms, x.io_end_ms, x.shards_read, x.shards_preloaded, x.reads, x.compute_start_ms, x.compute_end_ms,
+        x.stall_ms);
   }
 }
 
@@ -151,13 +154,16 @@ int main(int argc, char** argv) {
     fmt::print("store    {} ({:.1f} MB, {} layers x {} shards, bits {})\n", store.string(),
                static_cast<double>(engine.store().file_size()) / 1e6, engine.store().num_layers(),
                engine.store().shards_per_layer(), fmt::join(engine.store().bits(), ","));
-    fmt::print("storage  {}{}\n", engine.backend_description(),
-               engine.backend_description().find("emulat") != std::string::npos ? " (delays emulated; real bytes read)" : "");
+    fmt::print(
+        "storage  {}{}\n", engine.backend_description(),
+        engine.backend_description().find("emulat") != std::string::npos ? " (delays emulated; real bytes read)" : "");
     if (!engine.backend_note().empty()) fmt::print("note     {}\n", engine.backend_note());
-    fmt::print("profile  {}\n", profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
-    fmt::print("shards   {}\n", importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
+    fmt::print("profile  {}\n",
+               profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
+    fmt::print("shards   {}\n",
+               importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
     fmt::print("heads    {}\n", heads_path ? fmt::format("{} ({} shapes)", heads_path->string(), heads->heads.size())
-                                            : std::string("none (no class)"));
+                                           : std::string("none (no class)"));
     fmt::print("target   {}   preload budget {:.2f} MB   word-row cache {:.2f} MB   mode {}\n",
                options.target_ms > 0 ? fmt::format("{:.1f} ms", options.target_ms) : std::string("none"),
                static_cast<double>(options.preload_bytes) / 1e6, static_cast<double>(options.word_cache_bytes) / 1e6,

@@ -181,10 +181,11 @@ int main(int argc, char** argv) {
     // to them), which is what the planner compares submodel shapes by.
     std::vector<stile::Encoding> train_enc = tokenize(train);
     for (stile::Encoding& e : tokenize(calibration)) train_enc.push_back(std::move(e));
-    fmt::print("store {} ({} layers x {} shards; heads on its {}-bit shards); SST-2 train.tsv {} rows, head "
-               "training {} (seed {}), calibration {}, dev {}; shards per layer: {}\n",
-               store_path.string(), N, M, top_bits, train_all.size(), train.size(), split.seed, calibration.size(), dev.size(),
-               importance_path ? "the most important by " + importance_path->string() : std::string("0..m-1"));
+    fmt::print(
+        "store {} ({} layers x {} shards; heads on its {}-bit shards); SST-2 train.tsv {} rows, head "
+        "training {} (seed {}), calibration {}, dev {}; shards per layer: {}\n",
+        store_path.string(), N, M, top_bits, train_all.size(), train.size(), split.seed, calibration.size(), dev.size(),
+        importance_path ? "the most important by " + importance_path->string() : std::string("0..m-1"));
     std::fflush(stdout);  // before the progress bars on stderr
 
     stile::ThreadPool pool(threads, /*cpu_bound_workers=*/true);
@@ -240,9 +241,10 @@ int main(int argc, char** argv) {
       h.head = stile::train_logistic_regression(f.first(train.size() * d), d, train.labels, stile::sst2_label_names(),
                                                 lr, &report);
       h.train_accuracy = report.train_accuracy;
-      h.calibration_accuracy = calibration.size() == 0
-                                   ? 0.0
-                                   : stile::score_head(h.head, f.subspan(train.size() * d), calibration.labels).accuracy();
+      h.calibration_accuracy =
+          calibration.size() == 0
+              ? 0.0
+              : stile::score_head(h.head, f.subspan(train.size() * d), calibration.labels).accuracy();
       h.ranking = assumed;
       file.heads[key] = std::move(h);
       trained.push_back({key, report});

@@ -49,18 +49,17 @@ namespace stile {
 
 // Declared here, defined in their own headers (include those to make or read one): this header
 // stays light for a host that only runs a model (engine_impl.hpp holds the engine itself).
-struct BertConfig;          // io/bert_config.hpp
-struct DeviceProfile;       // plan/device_profile.hpp
-struct Encoding;            // text/wordpiece.hpp
-struct HeadsFile;           // model/heads_file.hpp
-struct LinearHead;          // model/linear_head.hpp
-class LayerCompute;         // ops/layer_compute.hpp
-class ShardStore;           // store/shard_store.hpp
-class WordPieceTokenizer;   // text/wordpiece.hpp
+struct BertConfig;         // io/bert_config.hpp
+struct DeviceProfile;      // plan/device_profile.hpp
+struct Encoding;           // text/wordpiece.hpp
+struct HeadsFile;          // model/heads_file.hpp
+struct LinearHead;         // model/linear_head.hpp
+class LayerCompute;        // ops/layer_compute.hpp
+class ShardStore;          // store/shard_store.hpp
+class WordPieceTokenizer;  // text/wordpiece.hpp
 namespace detail {
 class EngineCore;
 }
-
 
 struct EngineOptions {
   ReadBackendOptions backend{};      // io_uring with O_DIRECT by default (falls back, see backend_note())
@@ -90,11 +89,11 @@ struct EngineResult {
   std::size_t tokens = 0;
   SubmodelPlan plan;
   Timeline timeline;
-  std::string plan_note;             // the planner's account of the plan (empty for a given plan)
-  double estimated_ms = 0;           // the planner's estimate of the layers' time (0: given plan)
-  std::size_t working_buffer_bytes = 0;  // the working buffer's size during this request
-  std::size_t preload_held_bytes = 0;    // the preload buffer after this request
-  std::size_t word_cache_held_bytes = 0; // the word-row cache after this request
+  std::string plan_note;                  // the planner's account of the plan (empty for a given plan)
+  double estimated_ms = 0;                // the planner's estimate of the layers' time (0: given plan)
+  std::size_t working_buffer_bytes = 0;   // the working buffer's size during this request
+  std::size_t preload_held_bytes = 0;     // the preload buffer after this request
+  std::size_t word_cache_held_bytes = 0;  // the word-row cache after this request
 };
 
 class Engine {

@@ -173,9 +173,8 @@ class EngineCore {
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
     // Planned for the word rows it reads and the preload versions held now (the first request,
     // or the first after the budget grew, is planned for what the buffer holds; its reads fill it).
-    const ElasticPlan planned =
-        plan_locked(len, word_rows_.cache().missing(std::span(tokens.input_ids).first(len)),
-                    [this](const ShardKey& k) { return preload_.contains(k); });
+    const ElasticPlan planned = plan_locked(len, word_rows_.cache().missing(std::span(tokens.input_ids).first(len)),
+                                            [this](const ShardKey& k) { return preload_.contains(k); });
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
@@ -222,11 +221,11 @@ class EngineCore {
     planner.headroom = options_.target_headroom;
     planner.importance = options_.importance;
     planner.version_bytes = version_bytes_fn();
-    planner.layer_io = layer_io_model(profile, [this](std::size_t l, std::span<const ShardChoice> v) {
-      return layer_reader_.read_count(l, v);
-    });
+    planner.layer_io = layer_io_model(
+        profile, [this](std::size_t l, std::span<const ShardChoice> v) { return layer_reader_.read_count(l, v); });
     const std::size_t a = backend_->alignment();
-    planner.row_read_ms = estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : config().hidden * sizeof(float)));
+    planner.row_read_ms =
+        estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : config().hidden * sizeof(float)));
     return planner;
   }
 
@@ -250,8 +249,8 @@ class EngineCore {
     if (planner_) return planner_->plan(tokens, word_rows, held);
     require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
     ElasticPlan whole;
-    whole.submodel = SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(),
-                                           options_.ranking);
+    whole.submodel =
+        SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(), options_.ranking);
     whole.preload = preload_set(whole.submodel, preload_.budget_bytes(), version_bytes_fn());
     whole.valid = whole.meets_target = true;
     whole.explain = "no device profile: the whole model at " + std::to_string(store_.bits().back()) + " bits";
@@ -273,9 +272,8 @@ class EngineCore {
   }
 
   void keep_preloaded(std::size_t l, const ShardChoice& c, std::span<const std::byte> bytes) {
-    preload_.insert({l, c.shard, c.bits}, bytes, [&](std::span<const std::byte> copy) {
-      return store_.view_version(l, c.shard, c.bits, copy);
-    });
+    preload_.insert({l, c.shard, c.bits}, bytes,
+                    [&](std::span<const std::byte> copy) { return store_.view_version(l, c.shard, c.bits, copy); });
   }
 
   void fill_preload(const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
@@ -332,7 +330,8 @@ class EngineCore {
     const std::size_t n = plan.layers.size();
     const std::size_t slots = slots_for(n);
     std::size_t slot_bytes = 0;
-    for (std::size_t l = 0; l < n; ++l) slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing_of(l, plan)));
+    for (std::size_t l = 0; l < n; ++l)
+      slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing_of(l, plan)));
     working_.reserve_slots(slots, slot_bytes);
     std::vector<std::vector<ShardView>> views(slots);
 

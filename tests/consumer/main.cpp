@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
       worst = std::fmax(worst, std::fabs(ref - C[m * N + n]) / (1.0 + std::fabs(ref)));
     }
   }
-  std::printf("consumer: %zux%zux%zu GEMM on %s, worst relative error %.3g\n", M, N, K,
-              stile::active_target_name(), worst);
+  std::printf("consumer: %zux%zux%zu GEMM on %s, worst relative error %.3g\n", M, N, K, stile::active_target_name(),
+              worst);
   if (argc < 1) return 1;
   std::string note;
   auto reader = stile::open_read_backend(argv[0], {}, &note);

@@ -51,10 +51,11 @@ void write_text(const fs::path& path, const std::string& text) {
 // that 2 bits and 32 bits differ visibly.
 void write_checkpoint(const fs::path& dir) {
   Rng rng{12345};
-  const stile_test::RandomBertScales scales{.word_embeddings = 0.5f, .embeddings = 0.05f, .matrices = 0.2f,
-                                            .biases = 0.05f, .layer_norm = 0.05f};
-  stile_test::write_random_bert(dir, {32, 2, 2, 64, 50, 64}, scales, [&] { return float(rng() + rng() + rng()); },
-                                [](const fs::path&, bool written) { REQUIRE(written); });
+  const stile_test::RandomBertScales scales{
+      .word_embeddings = 0.5f, .embeddings = 0.05f, .matrices = 0.2f, .biases = 0.05f, .layer_norm = 0.05f};
+  stile_test::write_random_bert(
+      dir, {32, 2, 2, 64, 50, 64}, scales, [&] { return float(rng() + rng() + rng()); },
+      [](const fs::path&, bool written) { REQUIRE(written); });
 }
 
 const stile_test::ConvertedStore& tiny_store() {
@@ -155,7 +156,8 @@ TEST_CASE("importance: every configuration equals a from-scratch run; the rankin
   for (float& w : head.weight) w = static_cast<float>(rng() * 4);
   const std::vector<float> full = reference_embeddings(reference, batch, all_at(N, M, 32), pool);
   std::vector<std::size_t> labels;
-  for (std::size_t i = 0; i < batch.size(); ++i) labels.push_back(head.predict(std::span<const float>(full).subspan(i * d, d)));
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    labels.push_back(head.predict(std::span<const float>(full).subspan(i * d, d)));
 
   std::size_t calls = 0, last_total = 0;
   stile::ImportanceOptions options;
@@ -324,10 +326,14 @@ TEST_CASE("importance profile: every kind of bad file is refused, naming it", "[
              Contains("\"shards\"[1][2]: \"mean_log_prob\" must be a finite number <= 0"));
   CHECK_THAT(refused([](auto& j) { j["shards"][1].erase(2); }), Contains("\"shards\"[1] must be an array of 3 scores"));
   CHECK_THAT(refused([](auto& j) { j["ranking"][0] = {2, 2, 0}; }), Contains("layer 0 is not a permutation of 0..2"));
-  CHECK_THAT(refused([](auto& j) { j["global_order"][0] = {1, 3}; }), Contains("\"global_order\"[0] = [1, 3] is outside"));
+  CHECK_THAT(refused([](auto& j) {
+               j["global_order"][0] = {1, 3};
+             }),
+             Contains("\"global_order\"[0] = [1, 3] is outside"));
   CHECK_THAT(refused([](auto& j) { j["global_order"][1] = j["global_order"][0]; }), Contains("appears twice"));
   CHECK_THAT(refused([](auto& j) { j["global_order"][0] = {1}; }), Contains("must be a [layer, shard] pair"));
-  CHECK_THAT(refused([](auto& j) { j["global_order"].erase(5); }), Contains("must be an array of 6 [layer, shard] pairs"));
+  CHECK_THAT(refused([](auto& j) { j["global_order"].erase(5); }),
+             Contains("must be an array of 6 [layer, shard] pairs"));
   CHECK_THAT(refused([](auto& j) { std::swap(j["global_order"][3], j["global_order"][2]); }),
              Contains("ranks layer 0's shards differently from \"ranking\""));
   CHECK_THAT(refused([](auto& j) { j["split"]["calibration"] = 16; }), Contains("do not fit in 20 rows"));

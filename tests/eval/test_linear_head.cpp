@@ -108,7 +108,8 @@ TEST_CASE("logistic regression: gradient matches finite differences (3 classes, 
     plus[p] += h;
     minus[p] -= h;
     const double fd = (stile::logistic_objective(plus, x, d, y, C, 0.3, ignored) -
-                       stile::logistic_objective(minus, x, d, y, C, 0.3, ignored)) / (2 * h);
+                       stile::logistic_objective(minus, x, d, y, C, 0.3, ignored)) /
+                      (2 * h);
     CHECK(g[p] == Approx(fd).epsilon(1e-6).margin(1e-8));
   }
 }
@@ -148,7 +149,9 @@ TEST_CASE("logistic regression: a separable problem is solved exactly, determini
   CHECK_THROWS_AS(stile::train_logistic_regression(x, d, y, {"only"}), stile::Error);
   std::vector<std::size_t> bad = y;
   bad[3] = 2;
-  CHECK_THAT(error_of([&] { stile::train_logistic_regression(x, d, bad, {"neg", "pos"}); }),
+  CHECK_THAT(error_of([&] {
+               stile::train_logistic_regression(x, d, bad, {"neg", "pos"});
+             }),
              Contains("label 2 of row 3"));
   CHECK_THROWS_AS(stile::train_logistic_regression(std::span<const float>(x).first(10), d, y, {"neg", "pos"}),
                   stile::Error);
@@ -181,8 +184,10 @@ stile::HeadsFile sample_heads() {
   f.num_layers = 2;
   f.shards_per_layer = 3;
   f.split = {{.seed = 5, .train = 10, .calibration = 4}, 20};
-  f.heads["gold"] = {stile::LinearHead{{"negative", "positive"}, {0.1f, -0.2f, 0.3f, 1e-8f}, {0.5f, -0.5f}}, 0.9, 0.85, {}};
-  f.heads["2x3"] = {stile::LinearHead{{"negative", "positive"}, {1.0f / 3, 2, 3, 4}, {0, 1}}, 0.75, 0.5, {{2, 0, 1}, {0, 1, 2}}};
+  f.heads["gold"] = {
+      stile::LinearHead{{"negative", "positive"}, {0.1f, -0.2f, 0.3f, 1e-8f}, {0.5f, -0.5f}}, 0.9, 0.85, {}};
+  f.heads["2x3"] = {
+      stile::LinearHead{{"negative", "positive"}, {1.0f / 3, 2, 3, 4}, {0, 1}}, 0.75, 0.5, {{2, 0, 1}, {0, 1, 2}}};
   f.heads["1x1"] = {stile::LinearHead{{"negative", "positive"}, {-1, -2, 3.25f, 4}, {0, 0}}, 1.0, 0.625, {}};
   return f;
 }
@@ -210,7 +215,8 @@ TEST_CASE("heads file: save and load round trip, bit-exact floats", "[eval][head
     CHECK(k.calibration_accuracy == h.calibration_accuracy);
     CHECK(k.ranking == h.ranking);
   }
-  CHECK_THAT(error_of([&] { g.at("3x3", "f.json"); }), Contains("f.json: has no head \"3x3\" (it has: 1x1, 2x3, gold)"));
+  CHECK_THAT(error_of([&] { g.at("3x3", "f.json"); }),
+             Contains("f.json: has no head \"3x3\" (it has: 1x1, 2x3, gold)"));
   CHECK(fs::exists(path) == false);
   for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
     CHECK(entry.path().filename().string().find(path.filename().string() + ".tmp") == std::string::npos);
@@ -274,19 +280,29 @@ TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][he
              Contains("head \"1x1\": \"calibration_accuracy\" must be a number in [0, 1]"));
   CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"].erase("calibration_accuracy"); }),
              Contains("head \"1x1\": missing \"calibration_accuracy\""));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["2x3"]["ranking"] = {{0, 1, 2}}; }), Contains("has 1 layers, expected 2"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["2x3"]["ranking"][0] = {0, 0, 1}; }),
+  CHECK_THAT(refused([](auto& j) {
+               j["heads"]["2x3"]["ranking"] = {{0, 1, 2}};
+             }),
+             Contains("has 1 layers, expected 2"));
+  CHECK_THAT(refused([](auto& j) {
+               j["heads"]["2x3"]["ranking"][0] = {0, 0, 1};
+             }),
              Contains("layer 0 is not a permutation of 0..2"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["2x3"]["ranking"][1] = {0, 1, 7}; }),
+  CHECK_THAT(refused([](auto& j) {
+               j["heads"]["2x3"]["ranking"][1] = {0, 1, 7};
+             }),
              Contains("layer 1 is not a permutation of 0..2"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["weight"] = {{1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}}; }),
+  CHECK_THAT(refused([](auto& j) {
+               j["heads"]["1x1"]["weight"] = {{1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}};
+             }),
              Contains("head \"2x3\": hidden size 2, other heads have 3"));
 
   const fs::path path = temp_file("bad.heads.json");
   std::ofstream(path) << R"({"format": "stile-heads", "format": "stile-heads"})";
   CHECK_THAT(error_of([&] { stile::HeadsFile::load(path); }), Contains(path.string() + ": the heads file has the key"));
   std::ofstream(path) << "{ not json";
-  CHECK_THAT(error_of([&] { stile::HeadsFile::load(path); }), Contains(path.string() + ": the heads file is not valid JSON"));
+  CHECK_THAT(error_of([&] { stile::HeadsFile::load(path); }),
+             Contains(path.string() + ": the heads file is not valid JSON"));
   fs::remove(path);
   CHECK_THAT(error_of([&] { stile::HeadsFile::load(path); }), Contains(path.string() + ": cannot read the heads file"));
   CHECK_THAT(error_of([&] { sample_heads().save("/nonexistent/dir/x.heads.json"); }),

@@ -21,7 +21,8 @@ using Catch::Contains;
 using stile_test::error_of;
 
 TEST_CASE("glue tsv: reads sentences and labels, CRLF too", "[eval][sst2]") {
-  const stile::LabeledSentences s = stile::parse_glue_tsv("sentence\tlabel\na fine film \t1\nawful\t0\r\nmeh\t0", "t.tsv");
+  const stile::LabeledSentences s =
+      stile::parse_glue_tsv("sentence\tlabel\na fine film \t1\nawful\t0\r\nmeh\t0", "t.tsv");
   REQUIRE(s.size() == 3);
   CHECK(s.sentences[0] == "a fine film ");
   CHECK(s.sentences[1] == "awful");
@@ -80,8 +81,10 @@ TEST_CASE("seeded split: fixed indices for fixed seeds (platform-independent)", 
   const stile::SeededSplit s = stile::split_seeded(65349, 20261123, 8000);
   REQUIRE(s.first.size() == 8000);
   REQUIRE(s.second.size() == 65349 - 8000);
-  CHECK(std::vector<std::size_t>(s.first.begin(), s.first.begin() + 8) == std::vector<std::size_t>{52756, 62103, 29748, 32394, 43754, 46084, 19816, 6520});
-  CHECK(std::vector<std::size_t>(s.second.begin(), s.second.begin() + 8) == std::vector<std::size_t>{40795, 10773, 39280, 21133, 37243, 36819, 1273, 47416});
+  CHECK(std::vector<std::size_t>(s.first.begin(), s.first.begin() + 8) ==
+        std::vector<std::size_t>{52756, 62103, 29748, 32394, 43754, 46084, 19816, 6520});
+  CHECK(std::vector<std::size_t>(s.second.begin(), s.second.begin() + 8) ==
+        std::vector<std::size_t>{40795, 10773, 39280, 21133, 37243, 36819, 1273, 47416});
   const stile::Sst2Parts parts = stile::split_sst2(65349);
   CHECK(parts.train == s.first);
   CHECK(parts.calibration.size() == 1000);

@@ -16,12 +16,10 @@
 
 #include <catch2/catch.hpp>
 
-
 namespace stile_test {
 
 // Same layout with any declared header length (to test lengths that lie), no padding.
-inline std::vector<std::byte> make_raw_safetensors(std::uint64_t declared_header_length,
-                                                   const std::string& header,
+inline std::vector<std::byte> make_raw_safetensors(std::uint64_t declared_header_length, const std::string& header,
                                                    const std::vector<std::byte>& data) {
   std::vector<std::byte> out;
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>(declared_header_length >> (8 * i)));
@@ -52,9 +50,8 @@ class TempFile {
  public:
   TempFile(const std::string& stem, const std::vector<std::byte>& bytes) {
     static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("stile_test_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-              stem + ".safetensors"))
+    path_ = (std::filesystem::temp_directory_path() / ("stile_test_io_" + std::to_string(::getpid()) + "_" +
+                                                       std::to_string(counter++) + "_" + stem + ".safetensors"))
                 .string();
     std::ofstream out(path_, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));

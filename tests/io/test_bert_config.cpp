@@ -82,9 +82,9 @@ TEST_CASE("bert config: position_embedding_type may be absent", "[io][config]") 
 }
 
 TEST_CASE("bert config: read from a file", "[io][config]") {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("stile_test_io_config_" + std::to_string(::getpid()) + ".json"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("stile_test_io_config_" + std::to_string(::getpid()) + ".json"))
+          .string();
   {
     std::ofstream out(path);
     out << kBertBase;
@@ -92,8 +92,7 @@ TEST_CASE("bert config: read from a file", "[io][config]") {
   const stile::BertConfig c = stile::read_bert_config(path);
   std::filesystem::remove(path);
   CHECK(c.hidden == 768);
-  CHECK_THAT(error_of([&] { (void)stile::read_bert_config(path); }),
-             Contains(path) && Contains("cannot open"));
+  CHECK_THAT(error_of([&] { (void)stile::read_bert_config(path); }), Contains(path) && Contains("cannot open"));
 }
 
 TEST_CASE("bert config: bad configs are refused with the file and the field named", "[io][config]") {
@@ -127,7 +126,8 @@ TEST_CASE("bert config: bad configs are refused with the file and the field name
       {"negative-eps", edited("layer_norm_eps", "-1e-12"), {"layer_norm_eps", "positive"}},
       {"huge-eps", edited("layer_norm_eps", "5"), {"layer_norm_eps", "below 1"}},
       {"string-eps", edited("layer_norm_eps", "\"1e-12\""), {"layer_norm_eps", "number"}},
-      {"relative-positions", edited("position_embedding_type", "\"relative_key\""),
+      {"relative-positions",
+       edited("position_embedding_type", "\"relative_key\""),
        {"position_embedding_type", "relative_key", "not supported"}},
   };
   for (const BadCase& c : cases) {

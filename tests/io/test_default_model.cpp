@@ -46,8 +46,7 @@ TEST_CASE("default model: config.json has MiniLM-L6-H384's dimensions", "[io][mo
   CHECK(config.hidden_act == "gelu");
 }
 
-TEST_CASE("default model: model.safetensors holds every BERT weight with the config's shapes",
-          "[io][model]") {
+TEST_CASE("default model: model.safetensors holds every BERT weight with the config's shapes", "[io][model]") {
   const std::string dir = model_dir_or_warn();
   if (dir.empty()) return;
   const stile::BertConfig config = stile::read_bert_config(dir + "/config.json");

@@ -46,8 +46,7 @@ struct TempFile {
   fs::path path;
   std::vector<std::byte> bytes;
   explicit TempFile(std::size_t n, fs::path dir = fs::temp_directory_path()) {
-    path = dir / ("stile_read_backend_" + std::to_string(::getpid()) + "_" +
-                  std::to_string(counter()++) + ".bin");
+    path = dir / ("stile_read_backend_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++) + ".bin");
     bytes = random_bytes(n, 0x5eed + counter());
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -88,8 +87,8 @@ std::size_t expected_got(const Span& s, std::uint64_t file_bytes) {
 // Reads `spans` through `backend` into page-aligned buffers and compares every byte and every
 // count with `bytes` (the file's content, `file_bytes` long now). Returns what differs, empty when
 // all is right; no Catch2 assertions, so threads may call it.
-std::string read_mismatch(stile::ReadBackend& backend, const std::vector<std::byte>& bytes,
-                          std::uint64_t file_bytes, const std::vector<Span>& spans) {
+std::string read_mismatch(stile::ReadBackend& backend, const std::vector<std::byte>& bytes, std::uint64_t file_bytes,
+                          const std::vector<Span>& spans) {
   std::vector<stile::AlignedBuffer<std::byte, kPage>> buffers(spans.size());
   std::vector<stile::ReadRequest> requests;
   for (std::size_t i = 0; i < spans.size(); ++i) {
@@ -111,8 +110,8 @@ std::string read_mismatch(stile::ReadBackend& backend, const std::vector<std::by
   return {};
 }
 
-void check_reads(stile::ReadBackend& backend, const std::vector<std::byte>& bytes,
-                 std::uint64_t file_bytes, const std::vector<Span>& spans = kSpans) {
+void check_reads(stile::ReadBackend& backend, const std::vector<std::byte>& bytes, std::uint64_t file_bytes,
+                 const std::vector<Span>& spans = kSpans) {
   REQUIRE(read_mismatch(backend, bytes, file_bytes, spans) == "");
 }
 
@@ -129,8 +128,8 @@ stile::ReadBackendOptions options_for(stile::ReadBackendKind kind, bool direct) 
 
 TEST_CASE("every backend reads the file's bytes, short only at the end of the file", "[read_backend]") {
   TempFile file(kFileBytes);
-  for (auto kind : {stile::ReadBackendKind::automatic, stile::ReadBackendKind::io_uring,
-                    stile::ReadBackendKind::pread}) {
+  for (auto kind :
+       {stile::ReadBackendKind::automatic, stile::ReadBackendKind::io_uring, stile::ReadBackendKind::pread}) {
     for (bool direct : {true, false}) {
       std::string note;
       auto backend = stile::open_read_backend(file.path, options_for(kind, direct), &note);
@@ -209,8 +208,7 @@ TEST_CASE("O_DIRECT refuses misaligned buffers, offsets and sizes with a clear e
     for (const stile::ReadRequest& r : bad) {
       INFO(backend->describe());
       CHECK_THROWS_AS(backend->read({&r, 1}, got), std::invalid_argument);
-      CHECK_THROWS_WITH(backend->read({&r, 1}, got),
-                        Contains("not aligned to 4096") && Contains(file.path.string()));
+      CHECK_THROWS_WITH(backend->read({&r, 1}, got), Contains("not aligned to 4096") && Contains(file.path.string()));
     }
     // The backend still works after refusing.
     check_reads(*backend, file.bytes, kFileBytes);
@@ -276,8 +274,7 @@ TEST_CASE("backend kinds parse and print", "[read_backend]") {
   for (K k : {K::automatic, K::io_uring, K::pread}) CHECK(stile::parse_read_backend_kind(stile::to_string(k)) == k);
   CHECK(stile::to_string(K::automatic) == "auto");
   CHECK_THROWS_AS(stile::parse_read_backend_kind("uring"), stile::Error);
-  CHECK_THROWS_WITH(stile::parse_read_backend_kind("uring"),
-                    Contains("'uring'") && Contains("auto, io_uring, pread"));
+  CHECK_THROWS_WITH(stile::parse_read_backend_kind("uring"), Contains("'uring'") && Contains("auto, io_uring, pread"));
 }
 
 TEST_CASE("storage profiles", "[read_backend][emulator]") {
@@ -300,8 +297,8 @@ TEST_CASE("the emulator delays reads to the model and returns the same bytes", "
     const stile::StorageProfile profile{"test", 50e6, 2e-3};
     auto backend = stile::emulate_storage(std::move(inner), profile);
     CHECK(backend->emulated());
-    CHECK_THAT(backend->describe(), Contains("emulat") && Contains(inner_name) &&
-                                        Contains("50 MB/s") && Contains("2 ms per request"));
+    CHECK_THAT(backend->describe(),
+               Contains("emulat") && Contains(inner_name) && Contains("50 MB/s") && Contains("2 ms per request"));
     CHECK(backend->file_size() == kFileBytes);
 
     const std::vector<Span> spans = {{0, 64 * kPage}, {64 * kPage, 64 * kPage}, {0, 0}, {128 * kPage, 32 * kPage}};
@@ -323,8 +320,7 @@ TEST_CASE("the emulator delays reads to the model and returns the same bytes", "
   auto plain = stile::emulate_storage(stile::open_read_backend(file.path), stile::storage_profile("none"));
   CHECK(!plain->emulated());
   CHECK_THAT(plain->describe(), !Contains("emulat"));
-  CHECK_THROWS_WITH(stile::emulate_storage(stile::open_read_backend(file.path), {"bad", -1, 0}),
-                    Contains("'bad'"));
+  CHECK_THROWS_WITH(stile::emulate_storage(stile::open_read_backend(file.path), {"bad", -1, 0}), Contains("'bad'"));
 }
 
 TEST_CASE("concurrent callers all get their bytes", "[read_backend][emulator]") {
@@ -334,8 +330,7 @@ TEST_CASE("concurrent callers all get their bytes", "[read_backend][emulator]") 
     backends.push_back(stile::open_read_backend(file.path, options_for(kind, true)));
   }
   backends.push_back(stile::emulate_storage(
-      stile::open_read_backend(file.path, options_for(stile::ReadBackendKind::pread, false)),
-      {"fast", 4e9, 50e-6}));
+      stile::open_read_backend(file.path, options_for(stile::ReadBackendKind::pread, false)), {"fast", 4e9, 50e-6}));
   for (auto& backend : backends) {
     INFO(backend->describe());
     std::string problems[2];

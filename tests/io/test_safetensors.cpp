@@ -37,9 +37,9 @@ struct F16Case {
   float value;
 };
 const std::vector<F16Case> kF16Cases = {
-    {0x3C00, 1.0f},       {0xC000, -2.0f},      {0x3800, 0.5f},          {0x7BFF, 65504.0f},
-    {0x0001, 0x1p-24f},   {0x03FF, 0x1.ff8p-15f}, {0x8000, -0.0f},       {0x3555, 0.333251953125f},
-    {0x7C00, std::numeric_limits<float>::infinity()},
+    {0x3C00, 1.0f},     {0xC000, -2.0f},           {0x3800, 0.5f},
+    {0x7BFF, 65504.0f}, {0x0001, 0x1p-24f},        {0x03FF, 0x1.ff8p-15f},
+    {0x8000, -0.0f},    {0x3555, 0.333251953125f}, {0x7C00, std::numeric_limits<float>::infinity()},
 };
 struct Bf16Case {
   std::uint16_t bits;
@@ -55,12 +55,12 @@ const std::vector<float> kF32Values = {0.0f, 1.5f, -2.25f, 3.0e-38f, 1.0e30f, -7
 std::vector<std::byte> mixed_file() {
   std::vector<std::byte> data;
   for (const Bf16Case& c : kBf16Cases) append_le(data, c.bits);  // [0, 10)
-  data.resize(16);                                                // a gap is allowed
-  for (const float v : kF32Values) append_le(data, v);            // [16, 40)
-  for (const F16Case& c : kF16Cases) append_le(data, c.bits);     // [40, 58)
+  data.resize(16);                                               // a gap is allowed
+  for (const float v : kF32Values) append_le(data, v);           // [16, 40)
+  for (const F16Case& c : kF16Cases) append_le(data, c.bits);    // [40, 58)
   data.resize(64);
-  for (std::int64_t i = 0; i < 3; ++i) append_le(data, i);        // [64, 88)
-  append_le(data, 42.0f);                                         // [88, 92)
+  for (std::int64_t i = 0; i < 3; ++i) append_le(data, i);  // [64, 88)
+  append_le(data, 42.0f);                                   // [88, 92)
   const std::string header = R"({
     "__metadata__": {"format": "pt", "note": "test"},
     "a_f32": {"dtype": "F32", "shape": [2, 3], "data_offsets": [16, 40]},
@@ -118,8 +118,7 @@ void check_mixed(const SafetensorsFile& file) {
   CHECK(file.find("missing") == nullptr);
   CHECK(file.find("a_f3") == nullptr);
   CHECK(file.find("a_f32") == &a);
-  CHECK_THAT(error_of([&] { (void)file.tensor("missing"); }),
-             Contains(file.path()) && Contains("missing"));
+  CHECK_THAT(error_of([&] { (void)file.tensor("missing"); }), Contains(file.path()) && Contains("missing"));
   CHECK_THAT(error_of([&] { (void)file.f32_span("b_f16"); }),
              Contains(file.path()) && Contains("b_f16") && Contains("F16"));
 }
@@ -189,8 +188,7 @@ TEST_CASE("bf16_bits_to_f32 keeps the upper half of the float", "[io][safetensor
   CHECK(std::isnan(stile::bf16_bits_to_f32(0x7FC0)));
 }
 
-TEST_CASE("safetensors: damaged files are refused with the file and the problem named",
-          "[io][safetensors]") {
+TEST_CASE("safetensors: damaged files are refused with the file and the problem named", "[io][safetensors]") {
   std::vector<std::byte> eight_floats;
   for (int i = 0; i < 8; ++i) append_le(eight_floats, static_cast<float>(i));
   const auto one_tensor = [](const std::string& entry) { return "{\"t\": " + entry + "}"; };
@@ -209,7 +207,8 @@ TEST_CASE("safetensors: damaged files are refused with the file and the problem 
       {"empty", {}, {"truncated"}},
       {"five-bytes", std::vector<std::byte>(5), {"truncated", "5 bytes"}},
       {"data-cut-short", cut, {"out of range", "truncated"}},
-      {"oversized-header-length", make_raw_safetensors(std::uint64_t{1} << 40, "{}", {}),
+      {"oversized-header-length",
+       make_raw_safetensors(std::uint64_t{1} << 40, "{}", {}),
        {"header length", "exceeds the limit"}},
       {"huge-header-length", make_raw_safetensors(~std::uint64_t{0}, "{}", {}), {"header length", "exceeds"}},
       {"header-past-eof", make_raw_safetensors(1000, "{}", {}), {"header length 1000", "past the end"}},
@@ -221,37 +220,51 @@ TEST_CASE("safetensors: damaged files are refused with the file and the problem 
                         eight_floats),
        {"duplicate", "'t'"}},
       {"deep-nesting", make_safetensors("[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]", {}), {"nests deeper"}},
-      {"unknown-dtype", make_safetensors(one_tensor(R"({"dtype": "Q4", "shape": [8], "data_offsets": [0, 4]})"), eight_floats),
+      {"unknown-dtype",
+       make_safetensors(one_tensor(R"({"dtype": "Q4", "shape": [8], "data_offsets": [0, 4]})"), eight_floats),
        {"'t'", "dtype 'Q4'", "not a safetensors dtype"}},
-      {"dtype-not-string", make_safetensors(one_tensor(R"({"dtype": 32, "shape": [8], "data_offsets": [0, 32]})"), eight_floats),
+      {"dtype-not-string",
+       make_safetensors(one_tensor(R"({"dtype": 32, "shape": [8], "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "dtype"}},
       {"entry-not-object", make_safetensors(one_tensor("[1, 2]"), eight_floats), {"'t'", "not a JSON object"}},
-      {"size-mismatch", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 32]})"), eight_floats),
+      {"size-mismatch",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "size mismatch", "[3, 4]", "48 bytes"}},
-      {"i64-size-mismatch", make_safetensors(one_tensor(R"({"dtype": "I64", "shape": [8], "data_offsets": [0, 32]})"), eight_floats),
+      {"i64-size-mismatch",
+       make_safetensors(one_tensor(R"({"dtype": "I64", "shape": [8], "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "size mismatch", "I64"}},
-      {"negative-dimension", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [-2, 4], "data_offsets": [0, 32]})"), eight_floats),
+      {"negative-dimension",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [-2, 4], "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "non-negative", "-2"}},
-      {"fractional-dimension", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [2.0, 4], "data_offsets": [0, 32]})"), eight_floats),
+      {"fractional-dimension",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [2.0, 4], "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "non-negative integer"}},
-      {"missing-shape", make_safetensors(one_tensor(R"({"dtype": "F32", "data_offsets": [0, 32]})"), eight_floats),
+      {"missing-shape",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "data_offsets": [0, 32]})"), eight_floats),
        {"'t'", "missing shape"}},
       {"element-count-overflow",
-       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [4294967296, 4294967296, 0], "data_offsets": [0, 0]})"), {}),
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [4294967296, 4294967296, 0], "data_offsets": [0, 0]})"),
+                        {}),
        {"'t'", "overflow"}},
       {"byte-count-overflow",
        make_safetensors(one_tensor(R"({"dtype": "F64", "shape": [4611686018427387904], "data_offsets": [0, 0]})"), {}),
        {"'t'", "overflow"}},
-      {"offsets-out-of-range", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [8], "data_offsets": [4, 36]})"), eight_floats),
+      {"offsets-out-of-range",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [8], "data_offsets": [4, 36]})"), eight_floats),
        {"'t'", "out of range", "32 bytes"}},
       {"offsets-far-out-of-range",
-       make_safetensors(one_tensor(R"({"dtype": "U8", "shape": [1], "data_offsets": [18446744073709551614, 18446744073709551615]})"), eight_floats),
+       make_safetensors(
+           one_tensor(R"({"dtype": "U8", "shape": [1], "data_offsets": [18446744073709551614, 18446744073709551615]})"),
+           eight_floats),
        {"'t'", "out of range"}},
-      {"offsets-reversed", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [0], "data_offsets": [8, 4]})"), eight_floats),
+      {"offsets-reversed",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [0], "data_offsets": [8, 4]})"), eight_floats),
        {"'t'", "end before they begin"}},
-      {"offsets-negative", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]})"), eight_floats),
+      {"offsets-negative",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]})"), eight_floats),
        {"'t'", "data_offsets", "non-negative"}},
-      {"offsets-missing", make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [1], "data_offsets": [0]})"), eight_floats),
+      {"offsets-missing",
+       make_safetensors(one_tensor(R"({"dtype": "F32", "shape": [1], "data_offsets": [0]})"), eight_floats),
        {"'t'", "missing data_offsets"}},
       {"overlapping-tensors",
        make_safetensors(R"({"first": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
@@ -265,7 +278,9 @@ TEST_CASE("safetensors: damaged files are refused with the file and the problem 
                         eight_floats),
        {"'big'", "overlap"}},
       {"metadata-not-object", make_safetensors(R"({"__metadata__": "pt"})", {}), {"__metadata__", "not a JSON object"}},
-      {"metadata-not-string", make_safetensors(R"({"__metadata__": {"format": 1}})", {}), {"__metadata__", "'format'", "not a string"}},
+      {"metadata-not-string",
+       make_safetensors(R"({"__metadata__": {"format": 1}})", {}),
+       {"__metadata__", "'format'", "not a string"}},
   };
 
   for (const BadCase& c : cases) {
@@ -286,11 +301,11 @@ TEST_CASE("safetensors: damaged files are refused with the file and the problem 
 TEST_CASE("safetensors: a tensor with no bytes overlaps nothing", "[io][safetensors]") {
   std::vector<std::byte> data;
   for (int i = 0; i < 4; ++i) append_le(data, static_cast<float>(i));
-  const SafetensorsFile file = SafetensorsFile::from_memory(
-      make_safetensors(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+  const SafetensorsFile file =
+      SafetensorsFile::from_memory(make_safetensors(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
                            "none": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}})",
-                       data),
-      "empty-inside");
+                                                    data),
+                                   "empty-inside");
   CHECK(file.to_f32("w") == std::vector<float>{0.0f, 1.0f, 2.0f, 3.0f});
   CHECK(file.to_f32("none").empty());
 }
@@ -298,11 +313,9 @@ TEST_CASE("safetensors: a tensor with no bytes overlaps nothing", "[io][safetens
 TEST_CASE("safetensors: missing paths and directories are refused by name", "[io][safetensors]") {
   const std::string missing =
       (std::filesystem::temp_directory_path() / "stile_test_io_no_such_file.safetensors").string();
-  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(missing); }),
-             Contains(missing) && Contains("cannot open"));
+  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(missing); }), Contains(missing) && Contains("cannot open"));
   const std::string dir = std::filesystem::temp_directory_path().string();
-  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(dir); }),
-             Contains(dir) && Contains("not a regular file"));
+  CHECK_THAT(error_of([&] { (void)SafetensorsFile::open(dir); }), Contains(dir) && Contains("not a regular file"));
 }
 
 TEST_CASE("safetensors: bytes() refuses a range from another file", "[io][safetensors]") {

@@ -54,8 +54,8 @@ const Spec kSpec{32, 2, 4, 64, 50, 16, 2, 4, {2, 3, 4, 5, 6, 32}};
 const Spec kSeedSpec{8, 1, 2, 8, 8, 4, 2, 2, {3, 32}};
 
 std::string config_text(const Spec& s) {
-  nlohmann::json config = stile_test::random_bert_config(
-      {s.hidden, s.layers, s.heads, s.intermediate, s.vocab, s.max_pos, s.types});
+  nlohmann::json config =
+      stile_test::random_bert_config({s.hidden, s.layers, s.heads, s.intermediate, s.vocab, s.max_pos, s.types});
   config["position_embedding_type"] = "absolute";
   return config.dump(2);
 }
@@ -136,9 +136,14 @@ Model make_model(const Spec& spec, std::uint64_t seed) {
     m.layers.push_back(std::move(layer));
   }
   // Floats whose decimal forms are hard: they must survive the JSON manifest bit for bit.
-  const std::vector<float> tricky = {0.1f, 1.0f / 3.0f, -0.0f, std::numeric_limits<float>::denorm_min(),
-                                     std::numeric_limits<float>::max(), -std::numeric_limits<float>::min(),
-                                     16777217.0f, 3.4e-38f};
+  const std::vector<float> tricky = {0.1f,
+                                     1.0f / 3.0f,
+                                     -0.0f,
+                                     std::numeric_limits<float>::denorm_min(),
+                                     std::numeric_limits<float>::max(),
+                                     -std::numeric_limits<float>::min(),
+                                     16777217.0f,
+                                     3.4e-38f};
   auto& dict = m.layers[0].shards[0][spec.bits.size() > 1 ? 1 : 0].dictionary;
   for (std::size_t i = 0; i < tricky.size() && i < dict.size(); ++i) dict[i] = tricky[i];
   return m;
@@ -326,7 +331,7 @@ void check_everything(const ShardStore& store, const Model& m) {
 TEST_CASE("shard store: everything written reads back byte for byte", "[io][shard_store]") {
   const Written& w = written();
   CHECK(w.bytes.size() % stile::kShardStoreAlign != 0);  // the manifest ends the file unpadded
-  CHECK(w.dir.count_files() == 1);                        // no temporary file left behind
+  CHECK(w.dir.count_files() == 1);                       // no temporary file left behind
   SECTION("from a file") { check_everything(ShardStore::open(w.store), w.model); }
   SECTION("from memory") { check_everything(ShardStore::from_memory(w.bytes, "model.stile"), w.model); }
   SECTION("the same bytes from the same input") {
@@ -452,9 +457,8 @@ TEST_CASE("shard store: a manifest that lies is refused even with a valid checks
   const std::uint64_t file_size = written().bytes.size();
 
   SECTION("a version past the end of the file") {
-    const std::string e = error_with_manifest([&](nlohmann::json& m) {
-      version(m, 1, 0, 2)["offset"] = (file_size + 4096) / 4096 * 4096;
-    });
+    const std::string e = error_with_manifest(
+        [&](nlohmann::json& m) { version(m, 1, 0, 2)["offset"] = (file_size + 4096) / 4096 * 4096; });
     CHECK_THAT(e, Contains("stile: model.stile: layer 1 shard 0 at 4 bits: the version ends at byte") &&
                       Contains("past the end of the file"));
   }
@@ -482,11 +486,10 @@ TEST_CASE("shard store: a manifest that lies is refused even with a valid checks
     CHECK_THAT(e, Contains("layer 0 shard 2 at 3 bits") && Contains("not a multiple of 4096"));
   }
   SECTION("two versions overlapping") {
-    const std::string e = error_with_manifest([&](nlohmann::json& m) {
-      version(m, 1, 1, 0)["offset"] = version(m, 1, 0, 0)["offset"];
-    });
-    CHECK_THAT(e, Contains("layer 1 shard 0 at 2 bits") && Contains("layer 1 shard 1 at 2 bits") &&
-                      Contains("overlap"));
+    const std::string e =
+        error_with_manifest([&](nlohmann::json& m) { version(m, 1, 1, 0)["offset"] = version(m, 1, 0, 0)["offset"]; });
+    CHECK_THAT(e,
+               Contains("layer 1 shard 0 at 2 bits") && Contains("layer 1 shard 1 at 2 bits") && Contains("overlap"));
   }
   SECTION("a size the layout does not give") {
     const std::string e = error_with_manifest([&](nlohmann::json& m) {
@@ -505,17 +508,15 @@ TEST_CASE("shard store: a manifest that lies is refused even with a valid checks
     CHECK_THAT(e, Contains("layer 1 shard 2 at 3 bits") && Contains("the dictionary has 7 entries, expected 8"));
   }
   SECTION("a version missing or out of order") {
-    const std::string missing = error_with_manifest([&](nlohmann::json& m) {
-      m["layers"][0]["shards"][1]["versions"].erase(3);
-    });
+    const std::string missing =
+        error_with_manifest([&](nlohmann::json& m) { m["layers"][0]["shards"][1]["versions"].erase(3); });
     CHECK_THAT(missing, Contains("layer 0 shard 1 has 5 versions") && Contains("[2, 3, 4, 5, 6, 32]"));
     const std::string swapped =
         error_with_manifest([&](nlohmann::json& m) { std::swap(version(m, 0, 1, 0), version(m, 0, 1, 1)); });
     CHECK_THAT(swapped, Contains("layer 0 shard 1: version 0 is at 3 bits, expected 2"));
   }
   SECTION("bits not in the supported set, or not increasing") {
-    CHECK_THAT(error_with_manifest([](nlohmann::json& m) { m["bits"][1] = 7; }),
-               Contains("not a supported bitwidth"));
+    CHECK_THAT(error_with_manifest([](nlohmann::json& m) { m["bits"][1] = 7; }), Contains("not a supported bitwidth"));
     CHECK_THAT(error_with_manifest([](nlohmann::json& m) { std::swap(m["bits"][0], m["bits"][1]); }),
                Contains("not strictly increasing"));
   }
@@ -528,8 +529,9 @@ TEST_CASE("shard store: a manifest that lies is refused even with a valid checks
                Contains("layer 1 lists 3 shards"));
   }
   SECTION("a config whose dimensions overflow or disagree") {
-    CHECK_THAT(error_with_manifest([](nlohmann::json& m) { m["config"]["vocab_size"] = std::uint64_t{1} << 62; }),
-               Contains("manifest \"config\"") && Contains("\"vocab_size\" is 4611686018427387904, larger than the limit"));
+    CHECK_THAT(
+        error_with_manifest([](nlohmann::json& m) { m["config"]["vocab_size"] = std::uint64_t{1} << 62; }),
+        Contains("manifest \"config\"") && Contains("\"vocab_size\" is 4611686018427387904, larger than the limit"));
     CHECK_THAT(error_with_manifest([](nlohmann::json& m) { m["config"]["num_attention_heads"] = 5; }),
                Contains("not divisible by num_attention_heads 5"));
     CHECK_THAT(error_with_manifest([](nlohmann::json& m) { m["config"]["hidden_size"] = 64; }),
@@ -567,8 +569,8 @@ TEST_CASE("shard store: damaged sections are caught when read", "[io][shard_stor
     std::vector<std::byte> bytes = written().bytes;
     bytes[good.version_info(1, 2, 4).offset + 10] ^= std::byte{0x10};
     const ShardStore store = ShardStore::from_memory(bytes, "model.stile");  // the manifest is intact
-    REQUIRE_THROWS_WITH(store.read_shard(1, 2, 4), Contains("stile: model.stile: layer 1 shard 2 at 4 bits") &&
-                                                        Contains("checksum mismatch"));
+    REQUIRE_THROWS_WITH(store.read_shard(1, 2, 4),
+                        Contains("stile: model.stile: layer 1 shard 2 at 4 bits") && Contains("checksum mismatch"));
     CHECK_NOTHROW(store.read_shard(1, 2, 5));
     CHECK_NOTHROW(store.read_shard(1, 1, 4));
   }
@@ -630,9 +632,7 @@ TEST_CASE("shard store writer: validates its input and never leaves a partial fi
   TempDir dir;
   const fs::path dest = dir.path / "out.stile";
   const std::string old = "the previous store";
-  {
-    std::ofstream(dest) << old;
-  }
+  { std::ofstream(dest) << old; }
   auto dest_untouched = [&] {
     std::ifstream in(dest);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -708,7 +708,9 @@ TEST_CASE("shard store writer: validates its input and never leaves a partial fi
   SECTION("bad construction and embeddings") {
     CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 3, m.spec.bits); }),
                Contains("3 shards per layer do not divide"));
-    CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 4, {4, 2}); }),
+    CHECK_THAT(error_or_none([&] {
+                 ShardStoreWriter w(dest, m.config, 4, {4, 2});
+               }),
                Contains("not strictly increasing"));
     CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, m.config, 4, {7}); }), Contains("7 bits is not supported"));
     CHECK_THAT(error_or_none([&] { ShardStoreWriter w(dest, "{", 4, {4}); }), Contains("out.stile: config.json"));
@@ -739,7 +741,6 @@ TEST_CASE("write the fuzz seeds of fuzz_shard_store", "[.make-fuzz-seeds]") {
   const std::vector<std::byte> bytes = read_bytes(dir / "tiny.stile");
   REQUIRE(bytes.size() < 64 * 1024);
   const Opened o = split(bytes);
-  write_bytes(dir / "tiny_manifest.json",
-              std::span(bytes).subspan(o.header.manifest_offset, o.header.manifest_size));
+  write_bytes(dir / "tiny_manifest.json", std::span(bytes).subspan(o.header.manifest_offset, o.header.manifest_size));
   check_everything(ShardStore::open(dir / "tiny.stile"), m);
 }

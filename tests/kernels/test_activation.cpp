@@ -29,7 +29,7 @@ TEST_CASE("gelu matches 0.5 x (1 + erf(x / sqrt 2)) on every target", "[activati
       worst = std::max(worst, std::abs(y[i] - ref) / std::max(1.0, std::abs(x)));
     }
     INFO("target " << hwy::TargetName(target) << " worst error " << worst);
-    CHECK(worst <= 3e-7);  // about 2.5 float epsilons; targets without FMA reach 2.1e-7
+    CHECK(worst <= 3e-7);          // about 2.5 float epsilons; targets without FMA reach 2.1e-7
     CHECK(y.back() == xs.back());  // past n: untouched
   }
   hwy::SetSupportedTargetsForTest(0);

@@ -119,14 +119,13 @@ void run_all_epilogues(std::size_t M, std::size_t N, std::size_t K, stile::Threa
   }
   {
     auto C = p.C;
-    stile::gemm<Tiles>(M, p.A.data(), p.lda, w, C.data(), p.ldc,
-                       stile::epilogue::Bias{.bias = p.bias.data()}, &pool);
+    stile::gemm<Tiles>(M, p.A.data(), p.lda, w, C.data(), p.ldc, stile::epilogue::Bias{.bias = p.bias.data()}, &pool);
     check(p, C, true, false, false);
   }
   {
     auto C = p.C;
-    stile::gemm<Tiles>(M, p.A.data(), p.lda, w, C.data(), p.ldc,
-                       stile::epilogue::BiasGelu{.bias = p.bias.data()}, &pool);
+    stile::gemm<Tiles>(M, p.A.data(), p.lda, w, C.data(), p.ldc, stile::epilogue::BiasGelu{.bias = p.bias.data()},
+                       &pool);
     check(p, C, true, true, false);
   }
   {
@@ -208,12 +207,10 @@ TEST_CASE("gemm rejects bad arguments with a clear error", "[gemm]") {
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 7, w, C.data(), 6), Catch::Contains("lda"));
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, w, C.data(), 5), Catch::Contains("ldc"));
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, w, A.data(), 6), Catch::Contains("overlaps"));
-  CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, w, C.data(), 6, stile::epilogue::Bias{}),
-                    Catch::Contains("bias"));
+  CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, w, C.data(), 6, stile::epilogue::Bias{}), Catch::Contains("bias"));
   using GeluResidual = stile::Epilogue<true, stile::Activation::kGelu, true>;
-  CHECK_THROWS_WITH(
-      stile::gemm(4, A.data(), 8, w, C.data(), 6, GeluResidual{bias.data(), C.data(), 6}),
-      Catch::Contains("in-place"));
+  CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, w, C.data(), 6, GeluResidual{bias.data(), C.data(), 6}),
+                    Catch::Contains("in-place"));
   const stile::DenseF32 empty_k(W.data(), 6, 0);
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 8, empty_k, C.data(), 6), Catch::Contains("K"));
 }

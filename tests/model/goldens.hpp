@@ -124,7 +124,8 @@ class ModelGoldens {
     if (!bin) throw std::runtime_error("cannot open " + bin_file.string());
     g.bin_.assign(std::istreambuf_iterator<char>(bin), std::istreambuf_iterator<char>());
     if (g.bin_.size() != bin_size) {
-      throw g.bad(bin_file, "has " + std::to_string(g.bin_.size()) + " bytes, the index says " + std::to_string(bin_size));
+      throw g.bad(bin_file,
+                  "has " + std::to_string(g.bin_.size()) + " bytes, the index says " + std::to_string(bin_size));
     }
     const std::uint32_t want_crc = static_cast<std::uint32_t>(std::stoul(crc_hex, nullptr, 16));
     if (crc32(g.bin_) != want_crc) throw g.bad(bin_file, "CRC-32 differs from the index's " + crc_hex);

@@ -52,8 +52,7 @@ fs::path model_dir_or_warn() {
   const fs::path dir = env != nullptr && *env != '\0' ? env : STILE_MODEL_DIR;
   for (const char* file : {"config.json", "model.safetensors", "vocab.txt"}) {
     if (!fs::exists(dir / file)) {
-      WARN("SKIPPED: the default model is not in " << dir.string() << " (no " << file
-                                                   << "; run scripts/fetch-model)");
+      WARN("SKIPPED: the default model is not in " << dir.string() << " (no " << file << "; run scripts/fetch-model)");
       return {};
     }
   }
@@ -148,8 +147,8 @@ std::ostream& operator<<(std::ostream& out, const Worst& w) {
 }
 
 // Max |d| and cosine of an embedding against the golden one, checked and recorded.
-void check_embedding(std::span<const float> got, std::span<const float> want, const std::string& where,
-                     Worst& diff, Worst& cos) {
+void check_embedding(std::span<const float> got, std::span<const float> want, const std::string& where, Worst& diff,
+                     Worst& cos) {
   const double d = max_abs_diff(got, want);
   const double c = cosine(got, want);
   CHECK(d <= kEmbeddingTolerance);
@@ -163,10 +162,9 @@ using stile_test::TempDir;
 
 // The files of a sentence-transformers model directory that SentenceEncoder reads.
 const std::vector<std::string>& model_files() {
-  static const std::vector<std::string> files = {"config.json",          "model.safetensors",
-                                                 "vocab.txt",            "modules.json",
-                                                 "sentence_bert_config.json", "tokenizer_config.json",
-                                                 "1_Pooling/config.json"};
+  static const std::vector<std::string> files = {
+      "config.json",           "model.safetensors",    "vocab.txt", "modules.json", "sentence_bert_config.json",
+      "tokenizer_config.json", "1_Pooling/config.json"};
   return files;
 }
 
@@ -218,9 +216,10 @@ TEST_CASE("model goldens: the index and data file are intact", "[model][golden]"
   }
 }
 
-TEST_CASE("SentenceEncoder reads all-MiniLM-L6-v2's pipeline and tokenizes every golden case to "
-          "the reference's ids",
-          "[model][golden]") {
+TEST_CASE(
+    "SentenceEncoder reads all-MiniLM-L6-v2's pipeline and tokenizes every golden case to "
+    "the reference's ids",
+    "[model][golden]") {
   const SentenceEncoder* encoder = default_encoder();
   if (encoder == nullptr) return;
   const ModelGoldens& g = goldens();
@@ -286,10 +285,9 @@ TEST_CASE("single-sequence runs match the reference's hidden states, pooled vect
     stile::l2_normalize(embedding);
     check_embedding(embedding, g.f32(key, "embedding"), describe(c), embedding_diff, embedding_cos);
   }
-  WARN("single runs of " << run.size() << " cases vs reference: hidden max|d| " << hidden_diff
-                         << "; mean max|d| " << mean_diff << "; cls max|d| " << cls_diff
-                         << "; embedding max|d| " << embedding_diff << "; embedding min cosine "
-                         << embedding_cos);
+  WARN("single runs of " << run.size() << " cases vs reference: hidden max|d| " << hidden_diff << "; mean max|d| "
+                         << mean_diff << "; cls max|d| " << cls_diff << "; embedding max|d| " << embedding_diff
+                         << "; embedding min cosine " << embedding_cos);
 }
 
 TEST_CASE("embed(text) is the reference's SentenceTransformer.encode(text)", "[model][golden]") {
@@ -303,8 +301,8 @@ TEST_CASE("embed(text) is the reference's SentenceTransformer.encode(text)", "[m
   if (quick == nullptr || std::string_view(quick) != "1") categories.push_back("truncated_256");
   Worst diff = worst_max(), cos = worst_min();
   for (const std::string& category : categories) {
-    const auto c = std::find_if(g.cases().begin(), g.cases().end(),
-                                [&](const GoldenCase& gc) { return gc.category == category; });
+    const auto c =
+        std::find_if(g.cases().begin(), g.cases().end(), [&](const GoldenCase& gc) { return gc.category == category; });
     REQUIRE(c != g.cases().end());
     INFO(describe(*c));
     const std::vector<float> embedding = encoder->embed(g.text(c->id));
@@ -351,8 +349,8 @@ void check_batch_against_singles(const SentenceEncoder& encoder, const std::vect
   }
   CHECK(hidden.size() == first_row * dim);
   WARN(what << " (" << batch.size() << " sequences, " << first_row << " tokens, one encode call) vs single-run "
-            << "reference: hidden max|d| " << hidden_diff << "; embedding max|d| " << embedding_diff
-            << "; min cosine " << embedding_cos);
+            << "reference: hidden max|d| " << hidden_diff << "; embedding max|d| " << embedding_diff << "; min cosine "
+            << embedding_cos);
 }
 
 }  // namespace
@@ -491,10 +489,10 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
       const char* file;  // the file the error must name
     };
     const std::vector<Bad> bads = {
-        {"num_attention_heads", 7, "config.json"},       // does not divide hidden_size 384
-        {"hidden_size", "big", "config.json"},           // not a number
-        {"vocab_size", 0, "config.json"},                // not positive
-        {"hidden_act", "relu", "config.json"},           // not implemented
+        {"num_attention_heads", 7, "config.json"},         // does not divide hidden_size 384
+        {"hidden_size", "big", "config.json"},             // not a number
+        {"vocab_size", 0, "config.json"},                  // not positive
+        {"hidden_act", "relu", "config.json"},             // not implemented
         {"intermediate_size", 1024, "model.safetensors"},  // valid, but not what the weights are
     };
     link_model_files(model, dir, {"config.json"});
@@ -515,9 +513,11 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
     // The header length (first 8 bytes, little-endian) says where the tensor data starts.
     const std::string head = read_prefix(model / "model.safetensors", 8);
     std::uint64_t header_bytes = 0;
-    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | static_cast<unsigned char>(head[static_cast<std::size_t>(i)]);
+    for (int i = 7; i >= 0; --i)
+      header_bytes = (header_bytes << 8) | static_cast<unsigned char>(head[static_cast<std::size_t>(i)]);
     REQUIRE(header_bytes < 1'000'000);
-    for (const std::size_t cut : {std::size_t{4}, std::size_t{100}, static_cast<std::size_t>(8 + header_bytes + 4096)}) {
+    for (const std::size_t cut :
+         {std::size_t{4}, std::size_t{100}, static_cast<std::size_t>(8 + header_bytes + 4096)}) {
       write_file(weights, read_prefix(model / "model.safetensors", cut));
       const std::string message = error_of([&] { (void)SentenceEncoder::load(dir); });
       INFO("cut after " << cut << " bytes: " << message);
@@ -536,7 +536,8 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
          R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
              {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
              {"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.models.Dense"}])"},
-        {"modules.json", R"([{"idx":0,"name":"0","path":"../elsewhere","type":"sentence_transformers.models.Transformer"}])"},
+        {"modules.json",
+         R"([{"idx":0,"name":"0","path":"../elsewhere","type":"sentence_transformers.models.Transformer"}])"},
         {"1_Pooling/config.json", R"({"word_embedding_dimension": 384, "pooling_mode_max_tokens": true})"},
         {"1_Pooling/config.json",
          R"({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true})"},
@@ -587,8 +588,9 @@ TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS poolin
 
   SECTION("pooling_mode_cls_token, then Normalize") {
     link_model_files(model, dir, {"1_Pooling/config.json"});
-    write_file(dir / "1_Pooling/config.json",
-               R"({"word_embedding_dimension": 384, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})");
+    write_file(
+        dir / "1_Pooling/config.json",
+        R"({"word_embedding_dimension": 384, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})");
     const SentenceEncoder encoder = SentenceEncoder::load(dir);
     CHECK(encoder.config().pooling == Pooling::kCls);
     CHECK(encoder.config().normalize);

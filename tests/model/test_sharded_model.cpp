@@ -81,7 +81,9 @@ TEST_CASE("decoded shards: 32 bits is the checkpoint bit for bit, k bits only ce
       const std::vector<float> o = stile::converter_detail::col_slice(wo, c.hidden, c.hidden, shard * a, a);
       const std::vector<float> ffn_out = stile::converter_detail::col_slice(w2, c.hidden, c.intermediate, shard * f, f);
       const std::vector<std::pair<stile::ShardMatrix, const std::vector<float>*>> parts = {
-          {stile::ShardMatrix::kQuery, &q}, {stile::ShardMatrix::kAttnOut, &o}, {stile::ShardMatrix::kFfnOut, &ffn_out}};
+          {stile::ShardMatrix::kQuery, &q},
+          {stile::ShardMatrix::kAttnOut, &o},
+          {stile::ShardMatrix::kFfnOut, &ffn_out}};
       for (const unsigned bits : store.bits()) {
         const stile::ShardBuffer buffer = store.read_shard(layer, shard, bits);
         const stile::ShardView view = buffer.view();
@@ -281,29 +283,34 @@ TEST_CASE("a partial layer of mixed-bitwidth shards equals dequantize-then-compu
     views.push_back(buffers.back().view());
   }
   const stile::LayerResident r = store.read_resident(2);
-  const stile::ShardedLayer layer(shape, views, {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(),
-                                                 r.ffn_out_bias.data(), r.ln2_gamma.data(), r.ln2_beta.data()});
+  const stile::ShardedLayer layer(shape, views,
+                                  {r.attn_out_bias.data(), r.ln1_gamma.data(), r.ln1_beta.data(), r.ffn_out_bias.data(),
+                                   r.ln2_gamma.data(), r.ln2_beta.data()});
   REQUIRE(layer.heads() == 5);
   // Two sequences (5 and 9 tokens) of LayerNorm-scale inputs.
   const std::vector<std::size_t> offsets = {0, 5, 14};
   const std::size_t tokens = offsets.back(), d = c.hidden;
   std::vector<float> x(tokens * d);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.37 * double(i)) + 0.1 * std::cos(0.011 * double(i * i % 977)));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = float(std::sin(0.37 * double(i)) + 0.1 * std::cos(0.011 * double(i * i % 977)));
   std::vector<float> got = x;
   stile::EncoderWorkspace ws;
   layer.run(c, got.data(), offsets, ws, stile::default_thread_pool());
   double worst = 0;
   for (std::size_t seq = 0; seq + 1 < offsets.size(); ++seq) {
     const std::size_t s = offsets[seq + 1] - offsets[seq];
-    const std::vector<double> in(x.begin() + std::ptrdiff_t(offsets[seq] * d), x.begin() + std::ptrdiff_t(offsets[seq + 1] * d));
+    const std::vector<double> in(x.begin() + std::ptrdiff_t(offsets[seq] * d),
+                                 x.begin() + std::ptrdiff_t(offsets[seq + 1] * d));
     const std::vector<double> want = naive_layer(in, s, c, shape, views, r);
-    for (std::size_t i = 0; i < s * d; ++i) worst = std::max(worst, std::abs(double(got[offsets[seq] * d + i]) - want[i]));
+    for (std::size_t i = 0; i < s * d; ++i)
+      worst = std::max(worst, std::abs(double(got[offsets[seq] * d + i]) - want[i]));
   }
   INFO("max |fused - naive| = " << worst);
   CHECK(worst <= 1e-4);
 }
 
-TEST_CASE("a mixed-bitwidth n = 3, m = 5 submodel equals dequantize-then-compute, tiled or not", "[shards][model][submodel]") {
+TEST_CASE("a mixed-bitwidth n = 3, m = 5 submodel equals dequantize-then-compute, tiled or not",
+          "[shards][model][submodel]") {
   REQUIRE_MODEL();
   const stile::ShardedBert sharded = stile::ShardedBert::open(converted().store);
   const stile::ShardStore& store = sharded.store();
@@ -421,7 +428,8 @@ std::vector<SubmodelGolden> submodel_goldens() {
 
 }  // namespace
 
-TEST_CASE("partial submodels equal the reference with the other heads and FFN neurons masked", "[shards][model][submodel]") {
+TEST_CASE("partial submodels equal the reference with the other heads and FFN neurons masked",
+          "[shards][model][submodel]") {
   REQUIRE_MODEL();
   const stile::ShardedBert sharded = stile::ShardedBert::open(converted().store);
   const std::vector<SubmodelGolden> goldens = submodel_goldens();

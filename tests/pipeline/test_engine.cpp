@@ -57,7 +57,8 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // A request of exactly `tokens` tokens ([CLS] ... [SEP]).
 stile::Encoding tokens_of(const stile::Engine& engine, std::size_t tokens) {
   std::string text;
-  while (engine.tokenizer().encode(text).size() < tokens) text += "the film is a charming and often affecting journey . ";
+  while (engine.tokenizer().encode(text).size() < tokens)
+    text += "the film is a charming and often affecting journey . ";
   stile::Encoding e = engine.tokenizer().encode(text, tokens);
   REQUIRE(e.size() == tokens);
   return e;
@@ -239,8 +240,8 @@ TEST_CASE("a failed read fails that request with a clear error, and the next req
   CHECK(max_abs_diff(engine.run(e, plan).embedding, expected) <= 1e-6f);
 
   fs::resize_file(copy, engine.store().version_info(3, 0, 4).offset);
-  CHECK_THROWS_WITH(engine.run(e, plan), Catch::Contains("damaged.stile") && Catch::Contains("layer 3") &&
-                                             Catch::Contains("ended early"));
+  CHECK_THROWS_WITH(engine.run(e, plan),
+                    Catch::Contains("damaged.stile") && Catch::Contains("layer 3") && Catch::Contains("ended early"));
   fs::copy_file(converted().store, copy, fs::copy_options::overwrite_existing);
   CHECK(max_abs_diff(engine.run(e, plan).embedding, expected) <= 1e-6f);
 }
@@ -266,8 +267,10 @@ TEST_CASE("the engine's plans and settings", "[engine]") {
   CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{0, 4}, {2, 4}}, a) == 2);
   CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{0, 4}, {1, 32}, {1, 4}}, a) == 2);
   CHECK(stile::contiguous_reads(engine.store(), 3, std::vector<stile::ShardChoice>{{11, 4}, {0, 32}}, a) == 1);
-  const stile::EngineResult whole_layer = engine.run(engine.tokenizer().encode("x"), stile::SubmodelPlan::uniform(1, 12, 4));
-  CHECK(whole_layer.timeline.layers[0].reads == stile::contiguous_reads(engine.store(), 0, all_at_4, engine.read_alignment()));
+  const stile::EngineResult whole_layer =
+      engine.run(engine.tokenizer().encode("x"), stile::SubmodelPlan::uniform(1, 12, 4));
+  CHECK(whole_layer.timeline.layers[0].reads ==
+        stile::contiguous_reads(engine.store(), 0, all_at_4, engine.read_alignment()));
   if (engine.read_alignment() == a) CHECK(whole_layer.timeline.layers[0].reads == 1);
 
   stile::SubmodelPlan bad = stile::SubmodelPlan::uniform(2, 2, 5);
@@ -289,7 +292,8 @@ TEST_CASE("the engine's plans and settings", "[engine]") {
   CHECK(c.logits[1] == Approx(1.0f).margin(1e-5));
 }
 
-TEST_CASE("with a device profile the engine runs the two-stage planner's plans and replans on new settings", "[engine]") {
+TEST_CASE("with a device profile the engine runs the two-stage planner's plans and replans on new settings",
+          "[engine]") {
   REQUIRE_MODEL();
   // A profile made by hand for this store (measured profiles are plan/device_profile's business):
   // reading a 4-bit shard takes as long as computing a 12-shard layer, so a tight target forces
@@ -301,7 +305,8 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   profile.shards_per_layer = 12;
   profile.lengths = {16, 128};
   profile.io_ms = {1.0, 5.0};
-  for (const unsigned b : profile.bits) profile.shard_bytes.push_back(static_cast<double>(store.version_info(0, 0, b).size));
+  for (const unsigned b : profile.bits)
+    profile.shard_bytes.push_back(static_cast<double>(store.version_info(0, 0, b).size));
   profile.compute_ms.assign(2, std::vector<std::vector<double>>(2, std::vector<double>(12)));
   for (std::size_t b = 0; b < 2; ++b) {
     for (std::size_t m = 1; m <= 12; ++m) {
@@ -329,8 +334,10 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   engine.set_target_ms(200);  // looser: a bigger or wider plan
   const stile::ElasticPlan loose = engine.plan_for(e.size(), rows);
   std::size_t tight_bits = 0, loose_bits = 0;
-  for (const auto& layer : planned.submodel.layers) for (const auto& c : layer) tight_bits += c.bits;
-  for (const auto& layer : loose.submodel.layers) for (const auto& c : layer) loose_bits += c.bits;
+  for (const auto& layer : planned.submodel.layers)
+    for (const auto& c : layer) tight_bits += c.bits;
+  for (const auto& layer : loose.submodel.layers)
+    for (const auto& c : layer) loose_bits += c.bits;
   CHECK(loose_bits > tight_bits);
 
   engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
@@ -342,7 +349,7 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   CHECK(cold.estimated_ms <= 200.0);
   CHECK(engine.preloaded().size() == with_preload.preload.size());
   CHECK(engine.run(e).plan == with_preload.submodel);  // full: the cached plan
-  engine.set_preload_budget(0);  // empties it; preload_now fills it without a request
+  engine.set_preload_budget(0);                        // empties it; preload_now fills it without a request
   engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
   engine.preload_now(e.size(), rows);
   CHECK(engine.preloaded().size() == with_preload.preload.size());

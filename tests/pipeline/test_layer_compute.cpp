@@ -34,12 +34,13 @@ namespace {
 void write_checkpoint(const fs::path& dir) {
   stile_test::Rng rng{777};
   const auto unit = [&] { return static_cast<float>(rng()); };
-  const stile_test::RandomBertScales scales{.word_embeddings = 0.05f, .embeddings = 0.05f, .matrices = 0.05f,
-                                            .biases = 0.05f, .layer_norm = 0.05f};
+  const stile_test::RandomBertScales scales{
+      .word_embeddings = 0.05f, .embeddings = 0.05f, .matrices = 0.05f, .biases = 0.05f, .layer_norm = 0.05f};
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";  // the engine's tokenizer needs these
   for (int i = 5; i < 50; ++i) vocab += "tok" + std::to_string(i) + "\n";
-  stile_test::write_random_bert(dir, {32, 2, 4, 64, 50, 64}, scales, [&] { return unit() + unit() + unit(); },
-                                [](const fs::path&, bool written) { REQUIRE(written); }, vocab);
+  stile_test::write_random_bert(
+      dir, {32, 2, 4, 64, 50, 64}, scales, [&] { return unit() + unit() + unit(); },
+      [](const fs::path&, bool written) { REQUIRE(written); }, vocab);
 }
 
 const stile_test::ConvertedStore& tiny_store() {

@@ -137,7 +137,7 @@ TEST_CASE("the layer pipeline overlaps IO of layer k+1 with compute of layer k",
       CHECK(times[k].compute_start_ms < times[k].compute_end_ms);
       CHECK(times[k].stall_ms >= 0);
       if (k > 0) CHECK(times[k - 1].compute_end_ms <= times[k].compute_start_ms);
-      if (k >= slots) CHECK(times[k - slots].compute_end_ms <= times[k].io_start_ms);  // a slot was free
+      if (k >= slots) CHECK(times[k - slots].compute_end_ms <= times[k].io_start_ms);          // a slot was free
       if (slots >= 2 && k + 1 < n) CHECK(times[k + 1].io_start_ms < times[k].compute_end_ms);  // overlap
     }
   }
@@ -151,9 +151,9 @@ TEST_CASE("load-then-execute reads every layer before computing any", "[pipeline
   jobs.load = [](std::size_t, std::size_t, stile::LayerTimes&) { std::this_thread::sleep_for(1ms); };
   jobs.compute = [](std::size_t, std::size_t) { std::this_thread::sleep_for(1ms); };
   std::vector<stile::LayerTimes> times;
-  CHECK_THROWS_WITH(pipeline.run(n, 2, stile::PipelineMode::load_then_execute, jobs, std::chrono::steady_clock::now(),
-                                 times),
-                    Catch::Contains("a slot for every layer"));
+  CHECK_THROWS_WITH(
+      pipeline.run(n, 2, stile::PipelineMode::load_then_execute, jobs, std::chrono::steady_clock::now(), times),
+      Catch::Contains("a slot for every layer"));
   pipeline.run(n, n, stile::PipelineMode::load_then_execute, jobs, std::chrono::steady_clock::now(), times);
   for (std::size_t k = 0; k < n; ++k) CHECK(times[n - 1].io_end_ms <= times[k].compute_start_ms);
   CHECK(times[0].stall_ms > 0);
@@ -229,6 +229,7 @@ TEST_CASE("the preload set is the plan's first shards in layer order that fit", 
   const auto bytes = [](const stile::ShardKey& k) { return k.bits == 32 ? std::size_t{8} : std::size_t{1}; };
   CHECK(stile::preload_set(plan, 0, bytes).empty());
   CHECK(stile::preload_set(plan, 2, bytes) == std::set<stile::ShardKey>{{0, 2, 4}, {0, 0, 4}});
-  CHECK(stile::preload_set(plan, 9, bytes) == std::set<stile::ShardKey>{{0, 2, 4}, {0, 0, 4}});  // a prefix: stops at the first misfit
+  CHECK(stile::preload_set(plan, 9, bytes) ==
+        std::set<stile::ShardKey>{{0, 2, 4}, {0, 0, 4}});  // a prefix: stops at the first misfit
   CHECK(stile::preload_set(plan, 11, bytes).size() == 4);
 }

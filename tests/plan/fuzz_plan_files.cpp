@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   refused_or_read([&] {
     const nlohmann::json j = stile::parse_strict_json(text, stile::device_profile_detail::kMaxJsonDepth,
-                                                                 "fuzz.profile.json", "the device profile");
+                                                      "fuzz.profile.json", "the device profile");
     const stile::DeviceProfile p = stile::DeviceProfile::from_json(j, "fuzz.profile.json");
     for (const unsigned bits : p.bits) {
       (void)p.io_ms_at(bits);
@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   refused_or_read([&] {
     const nlohmann::json j = stile::parse_strict_json(text, stile::importance_detail::kMaxJsonDepth,
-                                                                 "fuzz.importance.json", "the importance profile");
+                                                      "fuzz.importance.json", "the importance profile");
     const stile::ImportanceProfile p = stile::ImportanceProfile::from_json(j, "fuzz.importance.json");
     (void)p.to_json().dump();
   });

@@ -67,10 +67,11 @@ void write_text(const fs::path& path, const std::string& text) {
 void write_checkpoint(const fs::path& dir) {
   stile_test::Rng rng{12345};
   const auto unit = [&] { return static_cast<float>(rng()); };  // [-1, 1)
-  const stile_test::RandomBertScales scales{.word_embeddings = 0.05f, .embeddings = 0.05f, .matrices = 0.05f,
-                                            .biases = 0.05f, .layer_norm = 0.05f};
-  stile_test::write_random_bert(dir, {32, 2, 4, 64, 50, 64}, scales, [&] { return unit() + unit() + unit(); },
-                                [](const fs::path&, bool written) { REQUIRE(written); });
+  const stile_test::RandomBertScales scales{
+      .word_embeddings = 0.05f, .embeddings = 0.05f, .matrices = 0.05f, .biases = 0.05f, .layer_norm = 0.05f};
+  stile_test::write_random_bert(
+      dir, {32, 2, 4, 64, 50, 64}, scales, [&] { return unit() + unit() + unit(); },
+      [](const fs::path&, bool written) { REQUIRE(written); });
 }
 
 // One converted store for the whole program.
@@ -199,16 +200,29 @@ TEST_CASE("device profile: from_json refuses every kind of bad profile, naming t
     CHECK_THAT(error_with([](auto& j) { j["io_ms"][0] = "fast"; }), names_file && Contains("\"io_ms\"[0] must be"));
   }
   SECTION("bits and lengths not strictly increasing, or out of range") {
-    CHECK_THAT(error_with([](auto& j) { j["bits"] = {4, 2, 32}; }),
+    CHECK_THAT(error_with([](auto& j) {
+                 j["bits"] = {4, 2, 32};
+               }),
                names_file && Contains("\"bits\" must be strictly increasing"));
     CHECK_THAT(error_with([](auto& j) { j["bits"] = {2, 2, 32}; }), names_file && Contains("strictly increasing"));
-    CHECK_THAT(error_with([](auto& j) { j["bits"] = {2, 4, 64}; }), names_file && Contains("\"bits\"[2] = 64 is outside 1..32"));
-    CHECK_THAT(error_with([](auto& j) { j["bits"] = {2, 4.5, 32}; }), names_file && Contains("\"bits\"[1] must be a whole number"));
+    CHECK_THAT(error_with([](auto& j) {
+                 j["bits"] = {2, 4, 64};
+               }),
+               names_file && Contains("\"bits\"[2] = 64 is outside 1..32"));
+    CHECK_THAT(error_with([](auto& j) {
+                 j["bits"] = {2, 4.5, 32};
+               }),
+               names_file && Contains("\"bits\"[1] must be a whole number"));
     CHECK_THAT(error_with([](auto& j) { j["bits"] = nlohmann::json::array(); }),
                names_file && Contains("\"bits\" must be a non-empty array"));
-    CHECK_THAT(error_with([](auto& j) { j["lengths"] = {16, 64, 32}; }),
+    CHECK_THAT(error_with([](auto& j) {
+                 j["lengths"] = {16, 64, 32};
+               }),
                names_file && Contains("\"lengths\" must be strictly increasing"));
-    CHECK_THAT(error_with([](auto& j) { j["lengths"] = {0, 32, 64}; }), names_file && Contains("\"lengths\"[0] = 0 is outside"));
+    CHECK_THAT(error_with([](auto& j) {
+                 j["lengths"] = {0, 32, 64};
+               }),
+               names_file && Contains("\"lengths\"[0] = 0 is outside"));
   }
 }
 

@@ -284,9 +284,8 @@ TEST_CASE("planner: brute force on 2 layers x 2 shards x {2, 4, 32}", "[plan][pl
     // The compute-planned submodel and its preload set, rebuilt here.
     SubmodelPlan base = SubmodelPlan::uniform(plan.compute_layers, plan.compute_shards, 2,
                                               ranking.empty() ? ShardRanking{{0, 1}, {0, 1}} : ranking);
-    const std::set<ShardKey> preload = stile::preload_set(base, o.preload_budget_bytes, [](const ShardKey&) {
-      return std::size_t{200};
-    });
+    const std::set<ShardKey> preload =
+        stile::preload_set(base, o.preload_budget_bytes, [](const ShardKey&) { return std::size_t{200}; });
     std::vector<ShardChoice*> free;
     for (std::size_t k = 0; k < base.layers.size(); ++k) {
       for (ShardChoice& c : base.layers[k]) {
@@ -395,8 +394,8 @@ TEST_CASE("planner: fast compute, slow flash: ours shrinks until the plan is val
   SECTION("with the heads' accuracies: the most accurate uniform shape that is valid") {
     // Uniform n x m at 2 bits: AIB(k) = (20 - n) + k - 4 m (k + 1). Valid: 1 x 4 (AIB(0) = 3),
     // 2 x 2 (10, 3), n x 1; not 4 x 4 or 4 x 2 (AIB(3) = 19 - 32), nor 2 x 3 (AIB(1) = 19 - 24).
-    std::map<std::pair<std::size_t, std::size_t>, double> table{{{4, 4}, 0.9}, {{4, 2}, 0.85}, {{1, 4}, 0.8},
-                                                                {{2, 2}, 0.78}, {{4, 1}, 0.7}, {{2, 3}, 0.88}};
+    std::map<std::pair<std::size_t, std::size_t>, double> table{{{4, 4}, 0.9},  {{4, 2}, 0.85}, {{1, 4}, 0.8},
+                                                                {{2, 2}, 0.78}, {{4, 1}, 0.7},  {{2, 3}, 0.88}};
     o.shape_accuracy = [&](std::size_t n, std::size_t m) {
       const auto it = table.find({n, m});
       return it == table.end() ? std::nan("") : it->second;
@@ -435,8 +434,8 @@ TEST_CASE("planner: fast compute, slow flash: ours shrinks until the plan is val
 TEST_CASE("planner: a layer IO model where versions read together pay one latency", "[plan][planner]") {
   // T_io = 1 ms + 0.01 ms per byte (200, 400, 3200 bytes at 2, 4, 32 bits): the line through the
   // profile gives latency 1 ms. One layer of 4 shards, T_comp 1 ms, T = 20 ms: 19 ms of slack.
-  const DeviceProfile p = make_profile({2, 4, 32}, {3, 5, 33}, 1, 4, [](unsigned, std::size_t) { return 1.0; },
-                                       {128}, {200, 400, 3200});
+  const DeviceProfile p =
+      make_profile({2, 4, 32}, {3, 5, 33}, 1, 4, [](unsigned, std::size_t) { return 1.0; }, {128}, {200, 400, 3200});
   const stile::ReadCostLine line = stile::read_cost_line(p);
   CHECK(line.latency_ms == Approx(1));
   CHECK(line.ms_per_byte == Approx(0.01));
@@ -506,8 +505,8 @@ TEST_CASE("planner: the working-buffer slots: IO cannot run ahead of them", "[pl
 
 TEST_CASE("planner: plans are cached per length bucket; a new target or budget replans and evicts", "[plan][planner]") {
   // 2 x 4, T_comp 10 ms, IO 5/10/20 ms, 2-bit versions of 200 bytes; budget 800: layer 0 whole.
-  const DeviceProfile p = make_profile({2, 4, 32}, {5, 10, 20}, 2, 4, [](unsigned, std::size_t) { return 10.0; },
-                                       {16, 128});
+  const DeviceProfile p =
+      make_profile({2, 4, 32}, {5, 10, 20}, 2, 4, [](unsigned, std::size_t) { return 10.0; }, {16, 128});
   PlannerOptions o;
   o.target_ms = 50;
   o.preload_budget_bytes = 800;
@@ -584,10 +583,11 @@ TEST_CASE("planner: a request before the preload buffer is full is planned for w
   CHECK_THAT(half.explain, Contains("(2 held now)"));
 }
 
-TEST_CASE("planner: the word rows a request reads come off T; plans are cached per bucket and rows", "[plan][planner]") {
+TEST_CASE("planner: the word rows a request reads come off T; plans are cached per bucket and rows",
+          "[plan][planner]") {
   // 2 x 2, T_comp 10 ms, IO 5/10/20 ms per shard at 2/4/32 bits, 1 ms per word row, T = 60 ms.
-  const DeviceProfile p = make_profile({2, 4, 32}, {5, 10, 20}, 2, 2, [](unsigned, std::size_t) { return 10.0; },
-                                       {16, 128});
+  const DeviceProfile p =
+      make_profile({2, 4, 32}, {5, 10, 20}, 2, 2, [](unsigned, std::size_t) { return 10.0; }, {16, 128});
   PlannerOptions o;
   o.target_ms = 60;
   o.row_read_ms = 1;
@@ -617,9 +617,8 @@ TEST_CASE("planner: the word rows a request reads come off T; plans are cached p
 }
 
 TEST_CASE("planner: degenerate inputs give a defined plan or a clear error", "[plan][planner]") {
-  const DeviceProfile p = make_profile({2, 4, 32}, {10, 20, 30}, 3, 2, [](unsigned, std::size_t m) {
-    return 40.0 + 10.0 * static_cast<double>(m);
-  });
+  const DeviceProfile p = make_profile({2, 4, 32}, {10, 20, 30}, 3, 2,
+                                       [](unsigned, std::size_t m) { return 40.0 + 10.0 * static_cast<double>(m); });
   PlannerOptions o;
 
   SECTION("T below one layer's compute: 1 x 1, flagged") {
@@ -716,9 +715,8 @@ TEST_CASE("planner: degenerate inputs give a defined plan or a clear error", "[p
 
 TEST_CASE("baselines: Load&Exec, StdPL-X and PreloadModel-X on a hand-made profile", "[plan][baselines]") {
   // 4 x 4; IO per shard 2 / 4 / 16 ms at 2 / 4 / 32 bits; T_comp(m) = m ms at every bitwidth.
-  const DeviceProfile p = make_profile({2, 4, 32}, {2, 4, 16}, 4, 4, [](unsigned, std::size_t m) {
-    return static_cast<double>(m);
-  });
+  const DeviceProfile p =
+      make_profile({2, 4, 32}, {2, 4, 16}, 4, 4, [](unsigned, std::size_t m) { return static_cast<double>(m); });
   SECTION("T = 20 ms") {
     // Load&Exec: 16 n m + n m = 17 n m <= 20: 1 x 1 (17 ms).
     const stile::BaselinePlan le = stile::plan_load_and_exec(p, 128, 20);

@@ -33,9 +33,11 @@ TEST_CASE("the Gaussian fit and the outlier rule follow the log-likelihood thres
   const std::array<std::span<const float>, 2> parts = {a, b};
   const q::GaussianFit g = q::fit_gaussian(parts);
   double sum = 0, sq = 0;
-  for (auto p : parts) for (float w : p) sum += w;
+  for (auto p : parts)
+    for (float w : p) sum += w;
   const double mean = sum / 8000.0;
-  for (auto p : parts) for (float w : p) sq += (w - mean) * (w - mean);
+  for (auto p : parts)
+    for (float w : p) sq += (w - mean) * (w - mean);
   CHECK(g.mean == Approx(mean).epsilon(1e-12));
   CHECK(g.variance == Approx(sq / 8000.0).epsilon(1e-12));
   for (double threshold : {-4.0, -2.0, 0.0}) {
@@ -95,8 +97,8 @@ TEST_CASE("equal-population dictionaries: cluster means, refinement never worse,
 TEST_CASE("index_matrix picks the nearest centroid and lists outliers exactly, in slab order", "[quant]") {
   const std::size_t rows = 37, cols = 11;
   std::vector<float> w = weights(rows * cols, 9);
-  w[0] = 5.0f;                        // first row, first column
-  w[rows * cols - 1] = -5.0f;         // last row, last column
+  w[0] = 5.0f;                 // first row, first column
+  w[rows * cols - 1] = -5.0f;  // last row, last column
   const std::array<std::span<const float>, 1> parts = {w};
   const q::GaussianFit g = q::fit_gaussian(parts);
   const q::OutlierBounds bounds = q::outlier_bounds(g, -4.0);

@@ -13,8 +13,8 @@ inline bool have_model() { return std::filesystem::exists(model_dir() / "model.s
 
 }  // namespace stile_test
 
-#define REQUIRE_MODEL()                                                                                    \
-  if (!stile_test::have_model()) {                                                                         \
+#define REQUIRE_MODEL()                                                                                   \
+  if (!stile_test::have_model()) {                                                                        \
     WARN("skipped: the default model is not in " << stile_test::model_dir() << " (scripts/fetch-model)"); \
-    return;                                                                                                \
+    return;                                                                                               \
   }

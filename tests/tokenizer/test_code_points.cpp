@@ -26,9 +26,8 @@ Words words_of(const BertNormalizer& normalizer, char32_t c) {
   std::vector<char32_t> normalized;
   normalizer.normalize(text, normalized);
   Words words;
-  stile::for_each_bert_word(std::span<const char32_t>(normalized), [&](std::span<const char32_t> word) {
-    words.emplace_back(word.begin(), word.end());
-  });
+  stile::for_each_bert_word(std::span<const char32_t>(normalized),
+                            [&](std::span<const char32_t> word) { words.emplace_back(word.begin(), word.end()); });
   return words;
 }
 

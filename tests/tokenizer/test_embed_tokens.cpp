@@ -25,8 +25,8 @@ namespace {
 // Runs embed with `flags` on the lines of `input` (standard input); its standard output.
 std::string run_embed(const std::string& flags, const std::filesystem::path& input, const TempDir& dir) {
   const std::filesystem::path out = dir.path / "out.txt";
-  const std::string command = std::string("'") + STILE_EMBED + "' --model '" + STILE_MODEL_DIR + "' " + flags +
-                              " < '" + input.string() + "' > '" + out.string() + "'";
+  const std::string command = std::string("'") + STILE_EMBED + "' --model '" + STILE_MODEL_DIR + "' " + flags + " < '" +
+                              input.string() + "' > '" + out.string() + "'";
   REQUIRE(std::system(command.c_str()) == 0);
   std::ifstream in(out, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -67,8 +67,7 @@ TEST_CASE("a duplicated token maps to its last id, as in HF", "[tokenizer][vocab
 
 TEST_CASE("bad vocab files fail with the file and what is wrong", "[tokenizer][vocab]") {
   CHECK_THROWS_WITH(Vocab::parse("", "empty.txt"), Contains("empty.txt") && Contains("empty"));
-  CHECK_THROWS_WITH(Vocab::parse("[PAD]\n[UNK]\n[CLS]\n", "nosep.txt"),
-                    Contains("nosep.txt") && Contains("[SEP]"));
+  CHECK_THROWS_WITH(Vocab::parse("[PAD]\n[UNK]\n[CLS]\n", "nosep.txt"), Contains("nosep.txt") && Contains("[SEP]"));
   CHECK_THROWS_WITH(Vocab::parse("[pad]\n[unk]\n[cls]\n[sep]\n", "lower.txt"), Contains("[CLS]"));
   CHECK_THROWS_WITH(Vocab::parse(kSpecials + "ok\nbad\xff\n", "utf.txt"),
                     Contains("utf.txt") && Contains("line 6") && Contains("UTF-8") && Contains("byte 4"));

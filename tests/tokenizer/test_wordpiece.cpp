@@ -26,9 +26,10 @@ using Ids = std::vector<std::int32_t>;
 namespace {
 
 // ids:                      0     1     2     3     4      5    6     7      8     9      10
-constexpr char kVocab[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nun\n##aff\n##able\n##a\nunaff\n,\n"
-                          // 11    12     13    14     15     16    17     18
-                          "cafe\n##s\nhello\nworld\n\xe4\xb8\x80\n!\ne\n##\xc3\xa9\n";
+constexpr char kVocab[] =
+    "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nun\n##aff\n##able\n##a\nunaff\n,\n"
+    // 11    12     13    14     15     16    17     18
+    "cafe\n##s\nhello\nworld\n\xe4\xb8\x80\n!\ne\n##\xc3\xa9\n";
 
 WordPieceTokenizer small_tokenizer(WordPieceOptions options = {}) {
   return WordPieceTokenizer(Vocab::parse(kVocab, "small vocab"), options);
@@ -42,7 +43,7 @@ TEST_CASE("greedy longest-match-first WordPiece", "[tokenizer][wordpiece]") {
   CHECK(tokenizer.tokenize("una") == Ids{5, 8});
   CHECK(tokenizer.tokenize("UnAffAble") == Ids{9, 7});  // lower-cased first
   CHECK(tokenizer.tokenize("cafes, hello!") == Ids{11, 12, 10, 13, 16});
-  CHECK(tokenizer.tokenize("CAFÉ") == Ids{11});          // accent stripped
+  CHECK(tokenizer.tokenize("CAFÉ") == Ids{11});                            // accent stripped
   CHECK(tokenizer.tokenize("hello\xe4\xb8\x80world") == Ids{13, 15, 14});  // CJK is a word of its own
 }
 
@@ -182,9 +183,15 @@ TEST_CASE("the UTF-8 decoder round-trips every scalar value and resynchronises",
     REQUIRE(utf8::find_invalid(bytes) == std::string_view::npos);
   }
   // Maximal subparts: a truncated sequence is one U+FFFD and the next character survives.
-  CHECK(utf8::decode("\xe2\x82" "a", 0).size == 2);
-  CHECK(utf8::decode("\xf0\x9f\x99" "x", 0).size == 3);
-  CHECK(utf8::decode("\xed\xa0\x80", 0).size == 1);  // surrogate: ED is followed by 80..9F only
+  CHECK(utf8::decode("\xe2\x82"
+                     "a",
+                     0)
+            .size == 2);
+  CHECK(utf8::decode("\xf0\x9f\x99"
+                     "x",
+                     0)
+            .size == 3);
+  CHECK(utf8::decode("\xed\xa0\x80", 0).size == 1);      // surrogate: ED is followed by 80..9F only
   CHECK(utf8::decode("\xf4\x90\x80\x80", 0).size == 1);  // above U+10FFFF
   CHECK(utf8::decode("\xc0\xaf", 0).size == 1);          // overlong
   CHECK(utf8::decode("\xe0\x80\xaf", 0).size == 1);

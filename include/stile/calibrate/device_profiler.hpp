@@ -46,9 +46,9 @@ namespace stile {
 
 struct ProfileOptions {
   std::vector<std::size_t> lengths{16, 32, 64, 128, 256};  // clamped to max_position_embeddings
-  std::size_t repeats = 5;            // timed runs per (bits, length, m), after one warm-up run
-  ThreadPool* pool = nullptr;         // null: the default pool
-  std::string storage_name = "none";  // the storage profile the backend emulates, for the record
+  std::size_t repeats = 5;                                 // timed runs per (bits, length, m), after one warm-up run
+  ThreadPool* pool = nullptr;                              // null: the default pool
+  std::string storage_name = "none";                       // the storage profile the backend emulates, for the record
 };
 
 namespace device_profiler_detail {

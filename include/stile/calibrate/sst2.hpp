@@ -66,7 +66,8 @@ struct GlueTsvOptions {
 // one tab, with an empty sentence or a label that is not a class index is an Error
 // "stile: <file>: line <k>: <problem>" (lines count from 1, the header is line 1). `file` names
 // the text in errors.
-inline LabeledSentences parse_glue_tsv(std::string_view text, std::string_view file, const GlueTsvOptions& options = {}) {
+inline LabeledSentences parse_glue_tsv(std::string_view text, std::string_view file,
+                                       const GlueTsvOptions& options = {}) {
   require(options.num_classes >= 1, "parse_glue_tsv: num_classes must be at least 1");
   LabeledSentences out;
   std::size_t line_number = 0, at = 0;
@@ -81,8 +82,8 @@ inline LabeledSentences parse_glue_tsv(std::string_view text, std::string_view f
     if (!header_seen) {
       if (line != "sentence\tlabel") {
         constexpr std::size_t kShown = 60;  // the line comes from the file: keep messages short
-        fail_in_file(file, "line 1: expected the header \"sentence<TAB>label\", got \"",
-                                line.substr(0, kShown), line.size() > kShown ? "...\"" : "\"");
+        fail_in_file(file, "line 1: expected the header \"sentence<TAB>label\", got \"", line.substr(0, kShown),
+                     line.size() > kShown ? "...\"" : "\"");
       }
       header_seen = true;
       continue;

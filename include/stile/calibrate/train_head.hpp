@@ -52,8 +52,8 @@ struct LogisticRegressionOptions {
 };
 
 struct LogisticRegressionReport {
-  double loss = 0;            // the objective at the answer
-  double gradient_max = 0;    // max |gradient| there
+  double loss = 0;          // the objective at the answer
+  double gradient_max = 0;  // max |gradient| there
   std::size_t iterations = 0;
   bool converged = false;     // gradient_max < tolerance (else the iteration limit, or no more progress)
   double train_accuracy = 0;  // accuracy of the answer on its training rows
@@ -137,8 +137,8 @@ inline LinearHead train_logistic_regression(std::span<const float> features, std
   const std::size_t n = labels.size(), C = classes.size();
   require(C >= 2, "train_logistic_regression: need at least 2 classes");
   require(n > 0 && dim > 0 && features.size() == n * dim,
-          "train_logistic_regression: " + std::to_string(features.size()) + " feature values for " +
-              std::to_string(n) + " labels of dimension " + std::to_string(dim));
+          "train_logistic_regression: " + std::to_string(features.size()) + " feature values for " + std::to_string(n) +
+              " labels of dimension " + std::to_string(dim));
   require(options.l2 >= 0 && std::isfinite(options.l2), "train_logistic_regression: l2 must be finite and >= 0");
   for (std::size_t i = 0; i < n; ++i) {
     require(labels[i] < C, "train_logistic_regression: label " + std::to_string(labels[i]) + " of row " +
@@ -172,7 +172,8 @@ inline LinearHead train_logistic_regression(std::span<const float> features, std
       alpha[k] = rho_hist[k] * dot(s_hist[k], dir);
       for (std::size_t p = 0; p < P; ++p) dir[p] -= alpha[k] * y_hist[k][p];
     }
-    const double gamma = m == 0 ? 1.0 / std::max(1.0, max_abs(g)) : dot(s_hist[m - 1], y_hist[m - 1]) / dot(y_hist[m - 1], y_hist[m - 1]);
+    const double gamma = m == 0 ? 1.0 / std::max(1.0, max_abs(g))
+                                : dot(s_hist[m - 1], y_hist[m - 1]) / dot(y_hist[m - 1], y_hist[m - 1]);
     for (double& v : dir) v *= gamma;
     for (std::size_t k = 0; k < m; ++k) {
       const double beta = rho_hist[k] * dot(y_hist[k], dir);

@@ -41,8 +41,8 @@ class Arena {
   std::span<T> allocate(std::size_t count) {
     const std::size_t bytes = round_up(count * sizeof(T));
     if (used_ + bytes > block_.size()) {
-      throw Error("arena: an allocation of " + std::to_string(bytes) + " bytes does not fit (" +
-                  std::to_string(used_) + " of " + std::to_string(block_.size()) + " bytes in use)");
+      throw Error("arena: an allocation of " + std::to_string(bytes) + " bytes does not fit (" + std::to_string(used_) +
+                  " of " + std::to_string(block_.size()) + " bytes in use)");
     }
     T* p = reinterpret_cast<T*>(block_.data() + used_);
     used_ += bytes;

@@ -17,8 +17,7 @@ inline void append_part(std::string& out, std::string_view part) { out += part; 
 
 // Integers print as numbers (char and bool are excluded: they would print as codes).
 template <std::integral T>
-  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
-void append_part(std::string& out, T number) {
+requires(!std::same_as<T, char> && !std::same_as<T, bool>) void append_part(std::string& out, T number) {
   out += std::to_string(number);
 }
 

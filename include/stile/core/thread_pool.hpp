@@ -87,9 +87,7 @@ class ThreadPool {
     require(num_tasks <= kMaxTasks, "ThreadPool::run: too many tasks in one call");
     using Fn = std::remove_reference_t<F>;
     job_ctx_ = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
-    job_fn_ = [](void* ctx, std::size_t task, std::size_t worker) {
-      (*static_cast<Fn*>(ctx))(task, worker);
-    };
+    job_fn_ = [](void* ctx, std::size_t task, std::size_t worker) { (*static_cast<Fn*>(ctx))(task, worker); };
     failed_.store(false, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     job_ = (job_ + 1) & kJobMask;

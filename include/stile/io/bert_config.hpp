@@ -80,8 +80,7 @@ inline BertConfig parse_bert_config(std::string_view json_text, const std::strin
   config.type_vocab_size = read_dimension(root, "type_vocab_size", display_name);
 
   if (config.hidden % config.num_heads != 0) {
-    fail(display_name, "hidden_size ", config.hidden, " is not divisible by num_attention_heads ",
-         config.num_heads);
+    fail(display_name, "hidden_size ", config.hidden, " is not divisible by num_attention_heads ", config.num_heads);
   }
 
   const auto eps = root.find("layer_norm_eps");
@@ -89,8 +88,7 @@ inline BertConfig parse_bert_config(std::string_view json_text, const std::strin
   if (!eps->is_number()) fail(display_name, "\"layer_norm_eps\" must be a number, got ", eps->dump());
   const double eps_value = eps->get<double>();
   // Positive and small: LayerNorm divides by sqrt(variance + eps).
-  if (!std::isfinite(eps_value) || eps_value <= 0.0 || eps_value >= 1.0 ||
-      static_cast<float>(eps_value) == 0.0f) {
+  if (!std::isfinite(eps_value) || eps_value <= 0.0 || eps_value >= 1.0 || static_cast<float>(eps_value) == 0.0f) {
     fail(display_name, "\"layer_norm_eps\" must be a positive float below 1, got ", eps->dump());
   }
   config.layer_norm_eps = static_cast<float>(eps_value);

@@ -49,16 +49,16 @@ inline void json_only_keys(const nlohmann::json& j, std::initializer_list<std::s
 }
 
 // j[key], a JSON object: "\"<key>\" must be a JSON object, got <value>".
-inline const nlohmann::json& json_object_member(const nlohmann::json& j, std::string_view key,
-                                                std::string_view where, std::string_view file) {
+inline const nlohmann::json& json_object_member(const nlohmann::json& j, std::string_view key, std::string_view where,
+                                                std::string_view file) {
   const nlohmann::json& v = json_member(j, key, where, file);
   if (!v.is_object()) json_fail(file, where, "\"", key, "\" must be a JSON object, got ", json_excerpt(v));
   return v;
 }
 
 // j[key], a JSON array: "\"<key>\" must be a JSON array, got <value>".
-inline const nlohmann::json& json_array_member(const nlohmann::json& j, std::string_view key,
-                                               std::string_view where, std::string_view file) {
+inline const nlohmann::json& json_array_member(const nlohmann::json& j, std::string_view key, std::string_view where,
+                                               std::string_view file) {
   const nlohmann::json& v = json_member(j, key, where, file);
   if (!v.is_array()) json_fail(file, where, "\"", key, "\" must be a JSON array, got ", json_excerpt(v));
   return v;

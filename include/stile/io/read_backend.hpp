@@ -99,8 +99,7 @@ inline ReadBackendKind parse_read_backend_kind(std::string_view name) {
   if (name == "auto") return ReadBackendKind::automatic;
   if (name == "io_uring") return ReadBackendKind::io_uring;
   if (name == "pread") return ReadBackendKind::pread;
-  throw Error(concat("stile: unknown read backend '", name,
-                                "' (expected one of: auto, io_uring, pread)"));
+  throw Error(concat("stile: unknown read backend '", name, "' (expected one of: auto, io_uring, pread)"));
 }
 
 namespace read_backend_detail {
@@ -114,10 +113,8 @@ inline constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 
 inline std::string errno_text(int err) { return std::system_category().message(err); }
 
-[[noreturn]] inline void throw_io_error(int err, const std::filesystem::path& path,
-                                        std::string_view what) {
-  throw std::system_error(err, std::system_category(),
-                          concat("stile: ", path.string(), ": ", what));
+[[noreturn]] inline void throw_io_error(int err, const std::filesystem::path& path, std::string_view what) {
+  throw std::system_error(err, std::system_category(), concat("stile: ", path.string(), ": ", what));
 }
 
 class UniqueFd {
@@ -172,8 +169,7 @@ inline UniqueFd open_fd(const std::filesystem::path& path, int extra_flags, int&
 // O_DIRECT at open (EINVAL: tmpfs before Linux 6.6), others accept the flag and refuse the reads
 // (some FUSE and network file systems), so a direct open is confirmed by reading one aligned
 // block; either refusal falls back to buffered reads with a note.
-inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_direct,
-                                   std::string* note) {
+inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_direct, std::string* note) {
   OpenedFile file;
   file.path = path;
   int err = 0;
@@ -183,16 +179,15 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
     if (file.fd.get() >= 0) {
       file.direct = true;
     } else if (err == EINVAL) {
-      add_note(note, concat("stile: ", path.string(),
-                                       ": the file system refuses O_DIRECT (", errno_text(err),
-                                       "); reading through the page cache instead."));
+      add_note(note, concat("stile: ", path.string(), ": the file system refuses O_DIRECT (", errno_text(err),
+                            "); reading through the page cache instead."));
     }
   }
 #else
   if (want_direct) {
     add_note(note, concat("stile: ", path.string(),
-                                     ": O_DIRECT is not available on this platform; reading "
-                                     "through the page cache instead."));
+                          ": O_DIRECT is not available on this platform; reading "
+                          "through the page cache instead."));
   }
 #endif
   if (file.fd.get() < 0 && (err == 0 || err == EINVAL)) file.fd = open_fd(path, 0, err);
@@ -216,9 +211,8 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
     const int e = n < 0 ? errno : 0;
     std::free(block);
     if (n < 0 && e == EINVAL) {
-      add_note(note, concat("stile: ", path.string(),
-                                       ": the file system accepts O_DIRECT but refuses direct reads (",
-                                       errno_text(e), "); reading through the page cache instead."));
+      add_note(note, concat("stile: ", path.string(), ": the file system accepts O_DIRECT but refuses direct reads (",
+                            errno_text(e), "); reading through the page cache instead."));
       file.fd = open_fd(path, 0, err);
       if (file.fd.get() < 0) fail_in_file(path.string(), "cannot open for reading (", errno_text(err), ")");
       file.direct = false;
@@ -229,24 +223,21 @@ inline OpenedFile open_for_reading(const std::filesystem::path& path, bool want_
   return file;
 }
 
-inline void check_requests(const OpenedFile& file, std::span<const ReadRequest> requests,
-                           std::span<std::size_t> got) {
+inline void check_requests(const OpenedFile& file, std::span<const ReadRequest> requests, std::span<std::size_t> got) {
   if (got.size() != requests.size()) {
-    throw std::invalid_argument(concat(
-        "stile: ", file.path.string(), ": read() got ", got.size(), " result slots for ",
-        requests.size(), " requests"));
+    throw std::invalid_argument(concat("stile: ", file.path.string(), ": read() got ", got.size(), " result slots for ",
+                                       requests.size(), " requests"));
   }
   if (!file.direct) return;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const ReadRequest& r = requests[i];
     const auto address = reinterpret_cast<std::uintptr_t>(r.out.data());
-    if (r.offset % kDirectAlignment != 0 || r.out.size() % kDirectAlignment != 0 ||
-        address % kDirectAlignment != 0) {
-      throw std::invalid_argument(concat(
-          "stile: ", file.path.string(), ": read request ", i, " (offset ", r.offset, ", ",
-          r.out.size(), " bytes, buffer address % 4096 = ", static_cast<std::uint64_t>(address % kDirectAlignment),
-          ") is not aligned to 4096 bytes, which O_DIRECT requires for the offset, the size and "
-          "the buffer (check ReadBackend::alignment())"));
+    if (r.offset % kDirectAlignment != 0 || r.out.size() % kDirectAlignment != 0 || address % kDirectAlignment != 0) {
+      throw std::invalid_argument(
+          concat("stile: ", file.path.string(), ": read request ", i, " (offset ", r.offset, ", ", r.out.size(),
+                 " bytes, buffer address % 4096 = ", static_cast<std::uint64_t>(address % kDirectAlignment),
+                 ") is not aligned to 4096 bytes, which O_DIRECT requires for the offset, the size and "
+                 "the buffer (check ReadBackend::alignment())"));
     }
   }
 }
@@ -289,9 +280,7 @@ inline void gather_got(std::span<const Chunk> chunks, std::span<std::size_t> got
 // buffered read of 0 bytes is. With O_DIRECT the kernel returns the file's unaligned tail as a
 // short read; the next read would start at an unaligned offset, which O_DIRECT refuses, so a
 // short read that is not a whole number of blocks is the end of the file too.
-inline bool short_read_is_eof(std::size_t n, bool direct) {
-  return n == 0 || (direct && n % kDirectAlignment != 0);
-}
+inline bool short_read_is_eof(std::size_t n, bool direct) { return n == 0 || (direct && n % kDirectAlignment != 0); }
 
 }  // namespace read_backend_detail
 
@@ -346,7 +335,7 @@ class PreadBackend final : public ReadBackend {
 
   std::string describe() const override {
     return concat("pread x", threads_, threads_ == 1 ? " thread" : " threads",
-                             file_.direct ? ", O_DIRECT" : ", buffered");
+                  file_.direct ? ", O_DIRECT" : ", buffered");
   }
   std::uint64_t file_size() const noexcept override { return file_.size; }
   std::size_t alignment() const noexcept override { return file_.direct ? kDirectAlignment : 1; }
@@ -469,9 +458,7 @@ class IoUringBackend final : public ReadBackend {
     if (ring_ready_) io_uring_queue_exit(&ring_);
   }
 
-  std::string describe() const override {
-    return file_.direct ? "io_uring, O_DIRECT" : "io_uring, buffered";
-  }
+  std::string describe() const override { return file_.direct ? "io_uring, O_DIRECT" : "io_uring, buffered"; }
   std::uint64_t file_size() const noexcept override { return file_.size; }
   std::size_t alignment() const noexcept override { return file_.direct ? kDirectAlignment : 1; }
   bool bypasses_page_cache() const noexcept override { return file_.direct; }
@@ -581,8 +568,8 @@ inline std::unique_ptr<ReadBackend> open_read_backend(const std::filesystem::pat
 #endif
   auto fallback = std::make_unique<d::PreadBackend>(std::move(file), options.pread_threads);
   if (!why.empty()) {
-    d::add_note(note, concat("stile: ", path.string(), ": ", why, "; reading with ",
-                                        fallback->describe(), " instead."));
+    d::add_note(note,
+                concat("stile: ", path.string(), ": ", why, "; reading with ", fallback->describe(), " instead."));
   }
   return fallback;
 }

@@ -47,20 +47,25 @@
 namespace stile {
 
 // Element types of the safetensors format (the names are the format's own spelling).
-enum class DType : std::uint8_t {
-  BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64
-};
+enum class DType : std::uint8_t { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
 
 inline constexpr std::size_t dtype_size(DType dtype) noexcept {
   switch (dtype) {
-    case DType::BOOL: case DType::U8: case DType::I8: case DType::F8_E5M2: case DType::F8_E4M3:
-      return 1;
-    case DType::I16: case DType::U16: case DType::F16: case DType::BF16:
-      return 2;
-    case DType::I32: case DType::U32: case DType::F32:
-      return 4;
-    case DType::I64: case DType::U64: case DType::F64:
-      return 8;
+    case DType::BOOL:
+    case DType::U8:
+    case DType::I8:
+    case DType::F8_E5M2:
+    case DType::F8_E4M3: return 1;
+    case DType::I16:
+    case DType::U16:
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::I32:
+    case DType::U32:
+    case DType::F32: return 4;
+    case DType::I64:
+    case DType::U64:
+    case DType::F64: return 8;
   }
   return 0;
 }
@@ -87,8 +92,7 @@ inline constexpr std::string_view dtype_name(DType dtype) noexcept {
 }
 
 inline std::optional<DType> parse_dtype(std::string_view name) noexcept {
-  for (auto d = static_cast<std::uint8_t>(DType::BOOL); d <= static_cast<std::uint8_t>(DType::F64);
-       ++d) {
+  for (auto d = static_cast<std::uint8_t>(DType::BOOL); d <= static_cast<std::uint8_t>(DType::F64); ++d) {
     if (dtype_name(static_cast<DType>(d)) == name) return static_cast<DType>(d);
   }
   return std::nullopt;
@@ -157,7 +161,6 @@ namespace safetensors_detail {
 // safetensors header and is refused before it costs memory.
 inline constexpr int kMaxJsonDepth = 8;
 
-
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
   fail_in_file(file, parts...);
@@ -170,7 +173,6 @@ inline std::string quote_name(std::string_view s) {
   return concat("'", s, "'");
 }
 
-
 inline std::string shape_to_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -181,9 +183,7 @@ inline std::string shape_to_string(const std::vector<std::int64_t>& shape) {
   return s;
 }
 
-inline std::string range_to_string(std::size_t begin, std::size_t end) {
-  return concat("[", begin, ", ", end, "]");
-}
+inline std::string range_to_string(std::size_t begin, std::size_t end) { return concat("[", begin, ", ", end, "]"); }
 
 inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
   std::uint64_t v = 0;
@@ -191,15 +191,14 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
   return v;
 }
 
-
 // Reads a non-negative JSON integer; nullopt for anything else (negative, fractional, a string).
 inline std::optional<std::uint64_t> as_count(const nlohmann::json& value) {
   if (!value.is_number_unsigned()) return std::nullopt;
   return value.get<std::uint64_t>();
 }
 
-inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::json& entry,
-                                     std::size_t data_size, const std::string& file) {
+inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::json& entry, std::size_t data_size,
+                                     const std::string& file) {
   const std::string what = concat("tensor ", quote_name(name));
   if (!entry.is_object()) fail(file, what, ": its header entry is not a JSON object");
 
@@ -251,21 +250,20 @@ inline TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::js
     fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " end before they begin");
   }
   if (*end > data_size) {
-    fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " are out of range: the data section is ",
-         data_size, " bytes (truncated file?)");
+    fail(file, what, ": data_offsets ", json_excerpt(*offsets_it), " are out of range: the data section is ", data_size,
+         " bytes (truncated file?)");
   }
   // From here on begin and end fit in size_t (they are at most data_size).
   info.begin = static_cast<std::size_t>(*begin);
   info.end = static_cast<std::size_t>(*end);
   if (expected_bytes != *end - *begin) {
-    fail(file, what, ": size mismatch: shape ", shape_to_string(info.shape), " of ", dtype_name(info.dtype),
-         " needs ", expected_bytes, " bytes but data_offsets ", json_excerpt(*offsets_it), " hold ", *end - *begin);
+    fail(file, what, ": size mismatch: shape ", shape_to_string(info.shape), " of ", dtype_name(info.dtype), " needs ",
+         expected_bytes, " bytes but data_offsets ", json_excerpt(*offsets_it), " hold ", *end - *begin);
   }
   return info;
 }
 
-inline std::map<std::string, std::string> parse_metadata(const nlohmann::json& entry,
-                                                         const std::string& file) {
+inline std::map<std::string, std::string> parse_metadata(const nlohmann::json& entry, const std::string& file) {
   if (!entry.is_object()) fail(file, "__metadata__ is not a JSON object of strings");
   std::map<std::string, std::string> metadata;
   for (const auto& [key, value] : entry.items()) {
@@ -290,8 +288,8 @@ inline void check_no_overlap(const std::vector<TensorInfo>& tensors, const std::
   const TensorInfo* furthest = nullptr;  // the tensor reaching furthest so far
   for (const TensorInfo* t : by_offset) {
     if (furthest != nullptr && t->begin < furthest->end) {
-      fail(file, "tensors ", quote_name(furthest->name), " ", range_to_string(furthest->begin, furthest->end),
-           " and ", quote_name(t->name), " ", range_to_string(t->begin, t->end), " overlap");
+      fail(file, "tensors ", quote_name(furthest->name), " ", range_to_string(furthest->begin, furthest->end), " and ",
+           quote_name(t->name), " ", range_to_string(t->begin, t->end), " overlap");
     }
     if (furthest == nullptr || t->end > furthest->end) furthest = t;
   }
@@ -417,9 +415,9 @@ class SafetensorsFile {
 
   // nullptr when the file has no tensor of that name.
   const TensorInfo* find(std::string_view name) const noexcept {
-    const auto it = std::lower_bound(
-        header_.tensors.begin(), header_.tensors.end(), name,
-        [](const TensorInfo& t, std::string_view n) { return std::string_view(t.name) < n; });
+    const auto it =
+        std::lower_bound(header_.tensors.begin(), header_.tensors.end(), name,
+                         [](const TensorInfo& t, std::string_view n) { return std::string_view(t.name) < n; });
     return it != header_.tensors.end() && it->name == name ? &*it : nullptr;
   }
 
@@ -472,8 +470,7 @@ class SafetensorsFile {
       case DType::BF16:
         for (std::size_t i = 0; i < count; ++i) out[i] = bf16_bits_to_f32(load_u16_le(b + 2 * i));
         break;
-      default:
-        break;  // excluded above
+      default: break;  // excluded above
     }
     return out;
   }
@@ -486,7 +483,8 @@ class SafetensorsFile {
     const TensorInfo& t = tensor(name);
     const std::string what = concat("tensor ", safetensors_detail::quote_name(t.name));
     if (t.dtype != DType::F32) {
-      safetensors_detail::fail(path_, what, " has dtype ", dtype_name(t.dtype), ", not F32; use to_f32() to convert it");
+      safetensors_detail::fail(path_, what, " has dtype ", dtype_name(t.dtype),
+                               ", not F32; use to_f32() to convert it");
     }
     if constexpr (std::endian::native != std::endian::little) {
       safetensors_detail::fail(path_, what, ": in-place float access needs a little-endian machine");

@@ -83,8 +83,7 @@ class EmulatedStorage final : public ReadBackend {
       : inner_(std::move(inner)), profile_(std::move(profile)) {}
 
   std::string describe() const override {
-    return concat(inner_->describe(), " + ", profile_.name, " emulator (",
-                             describe_profile(profile_), ")");
+    return concat(inner_->describe(), " + ", profile_.name, " emulator (", describe_profile(profile_), ")");
   }
   std::uint64_t file_size() const noexcept override { return inner_->file_size(); }
   std::size_t alignment() const noexcept override { return inner_->alignment(); }
@@ -124,13 +123,11 @@ class EmulatedStorage final : public ReadBackend {
 
 // Wraps `inner` so that its reads take at least the profile's time; a profile without delay
 // ("none") returns `inner` unchanged.
-inline std::unique_ptr<ReadBackend> emulate_storage(std::unique_ptr<ReadBackend> inner,
-                                                    const StorageProfile& profile) {
+inline std::unique_ptr<ReadBackend> emulate_storage(std::unique_ptr<ReadBackend> inner, const StorageProfile& profile) {
   require(inner != nullptr, "emulate_storage needs a backend to wrap");
   require(std::isfinite(profile.bandwidth_bytes_per_s) && profile.bandwidth_bytes_per_s >= 0 &&
               std::isfinite(profile.latency_s) && profile.latency_s >= 0,
-          concat("storage profile '", profile.name,
-                            "' needs a finite bandwidth and latency, both >= 0"));
+          concat("storage profile '", profile.name, "' needs a finite bandwidth and latency, both >= 0"));
   if (profile.bandwidth_bytes_per_s == 0 && profile.latency_s == 0) return inner;
   return std::make_unique<storage_emulator_detail::EmulatedStorage>(std::move(inner), profile);
 }

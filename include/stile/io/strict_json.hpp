@@ -48,8 +48,7 @@ inline nlohmann::json parse_strict_json(std::string_view text, int max_depth, st
           fail_in_file(file, document, " has the key '", key, "' twice in one object (duplicate key)");
         }
         break;
-      default:
-        break;
+      default: break;
     }
     return true;
   };

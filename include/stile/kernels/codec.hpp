@@ -131,8 +131,7 @@ inline void validate_weights(const StackedDict& s) {
   }
   if (along != (by_rows ? s.n_rows : s.n_cols)) {
     throw Error("stile: stacked weights: the blocks add up to " + std::to_string(along) +
-                (by_rows ? " rows" : " cols") + ", the stack has " +
-                std::to_string(by_rows ? s.n_rows : s.n_cols));
+                (by_rows ? " rows" : " cols") + ", the stack has " + std::to_string(by_rows ? s.n_rows : s.n_cols));
   }
 }
 

@@ -138,9 +138,9 @@ struct DictPlane {
   static constexpr bool kMulShift = false;
 #endif
   static constexpr bool kExact = kMulShift;  // Fields() has no bits above the field
-  hn::Vec<DU> down;     // per lane: right shift (or multiplier) of Fields()
-  hn::Vec<DU> sign[2];  // per lane: left shift (or multiplier) of Sign(b)
-  std::size_t offset;   // byte offset of the word (or word pair) in the slab
+  hn::Vec<DU> down;                          // per lane: right shift (or multiplier) of Fields()
+  hn::Vec<DU> sign[2];                       // per lane: left shift (or multiplier) of Sign(b)
+  std::size_t offset;                        // byte offset of the word (or word pair) in the slab
 
   DictPlane(DU du, std::size_t plane_offset, std::size_t o) {
     offset = plane_offset;
@@ -245,6 +245,8 @@ HWY_INLINE void DictDecodeVectors(D d, const float* HWY_RESTRICT table, const st
     for (std::size_t k = 0; k < kc; ++k) {
       const std::uint8_t* HWY_RESTRICT p = slab + k * kSlab;
       hn::Vec<D> v;
+      // An if-else chain split by #if, which the formatter would misindent:
+      // clang-format off
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
       if constexpr (kPairs) {
         VU idx = lo.Fields(du, p);
@@ -296,6 +298,7 @@ HWY_INLINE void DictDecodeVectors(D d, const float* HWY_RESTRICT table, const st
       if constexpr (kTail) v = hn::IfThenElseZero(hn::FirstN(d, valid), v);
       hn::Store(v, d, out + k * kNR);
     }
+    // clang-format on
   }
 }
 
@@ -306,8 +309,8 @@ HWY_INLINE void DictDecodeVectors(D d, const float* HWY_RESTRICT table, const st
 // Otherwise (the scalar target, NR < 4, a stack block starting off a vector boundary) one value
 // at a time. Outliers are patched in last.
 template <std::size_t kNR, unsigned kBits, DictLookup kLookup>
-HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size_t cnt, std::size_t k0,
-                                  std::size_t kc, float* HWY_RESTRICT out, std::size_t col) {
+HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size_t cnt, std::size_t k0, std::size_t kc,
+                                  float* HWY_RESTRICT out, std::size_t col) {
   constexpr std::size_t kSlab = quant::slab_bytes(kBits);
   const std::size_t group_stride = m.n_cols * kSlab;
   const DictTable<kBits> table(m);
@@ -356,8 +359,8 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
     for (std::size_t g = r0 / quant::kGroupRows; g <= (r0 + cnt - 1) / quant::kGroupRows; ++g) {
       const std::size_t first = (g * m.n_cols + k0) * quant::kGroupRows;
       const std::size_t last = (g * m.n_cols + k0 + kc) * quant::kGroupRows;
-      for (const std::uint32_t* it = std::lower_bound(keys, keys_end, first, before);
-           it != keys_end && *it < last; ++it) {
+      for (const std::uint32_t* it = std::lower_bound(keys, keys_end, first, before); it != keys_end && *it < last;
+           ++it) {
         const std::size_t r = g * quant::kGroupRows + *it % quant::kGroupRows;
         if (r < r0 || r >= r0 + cnt) continue;
         const std::size_t k = *it / quant::kGroupRows - g * m.n_cols - k0;
@@ -370,8 +373,8 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
 // DictDecodeBlock at the block's bitwidth. (Bitwidths are validated before any GEMM runs;
 // an unsupported one here decodes as zeros.)
 template <std::size_t kNR, DictLookup kLookup = DictLookup::kAuto>
-HWY_INLINE void DictDecodeAnyBits(const DictMatrix& m, std::size_t r0, std::size_t cnt, std::size_t k0,
-                                  std::size_t kc, float* HWY_RESTRICT out, std::size_t col) {
+HWY_INLINE void DictDecodeAnyBits(const DictMatrix& m, std::size_t r0, std::size_t cnt, std::size_t k0, std::size_t kc,
+                                  float* HWY_RESTRICT out, std::size_t col) {
   switch (m.bits) {
     case 2: return DictDecodeBlock<kNR, 2, kLookup>(m, r0, cnt, k0, kc, out, col);
     case 3: return DictDecodeBlock<kNR, 3, kLookup>(m, r0, cnt, k0, kc, out, col);
@@ -393,8 +396,8 @@ HWY_INLINE void DictZeroColumns(std::size_t nr, std::size_t kc, float* HWY_RESTR
 
 // One DictMatrix with a given lookup (the GEMM uses kAuto; benchmarks compare the others).
 template <DictLookup kLookup, std::size_t kNR>
-HWY_INLINE void DictDecodePanel(const DictMatrix& w, std::size_t n0, std::size_t nr, std::size_t k0,
-                                std::size_t kc, float* HWY_RESTRICT out) {
+HWY_INLINE void DictDecodePanel(const DictMatrix& w, std::size_t n0, std::size_t nr, std::size_t k0, std::size_t kc,
+                                float* HWY_RESTRICT out) {
   DictDecodeAnyBits<kNR, kLookup>(w, n0, nr, k0, kc, out, 0);
   DictZeroColumns<kNR>(nr, kc, out);
 }
@@ -402,8 +405,8 @@ HWY_INLINE void DictDecodePanel(const DictMatrix& w, std::size_t n0, std::size_t
 template <>
 struct PanelDecoder<DictMatrix> {
   template <std::size_t kNR>
-  static HWY_INLINE void Decode(const DictMatrix& w, std::size_t n0, std::size_t nr, std::size_t k0,
-                                std::size_t kc, float* HWY_RESTRICT out) {
+  static HWY_INLINE void Decode(const DictMatrix& w, std::size_t n0, std::size_t nr, std::size_t k0, std::size_t kc,
+                                float* HWY_RESTRICT out) {
     DictDecodePanel<DictLookup::kAuto, kNR>(w, n0, nr, k0, kc, out);
   }
 };
@@ -411,8 +414,8 @@ struct PanelDecoder<DictMatrix> {
 template <>
 struct PanelDecoder<StackedDict> {
   template <std::size_t kNR>
-  static HWY_INLINE void Decode(const StackedDict& w, std::size_t n0, std::size_t nr, std::size_t k0,
-                                std::size_t kc, float* HWY_RESTRICT out) {
+  static HWY_INLINE void Decode(const StackedDict& w, std::size_t n0, std::size_t nr, std::size_t k0, std::size_t kc,
+                                float* HWY_RESTRICT out) {
     std::size_t start = 0;  // first row (kRows) or column (kCols) of the block
     if (w.axis == StackedDict::Axis::kRows) {
       // The panel's rows [n0, n0 + nr) from consecutive blocks, in order (see DictDecodeBlock:

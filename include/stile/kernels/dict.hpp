@@ -35,10 +35,10 @@ inline StackedDict stack_blocks(std::span<const DictMatrix> blocks, StackedDict:
     validate_weights(b);
     const std::size_t across = by_rows ? b.n_cols : b.n_rows, first = by_rows ? blocks[0].n_cols : blocks[0].n_rows;
     if (across != first) {
-      throw Error(std::string("stile: ") + name + ": block " + std::to_string(i) + " has " +
-                  std::to_string(across) + (by_rows ? " cols" : " rows") + ", block 0 has " +
-                  std::to_string(first) + " (blocks stacked along the " + (by_rows ? "rows" : "cols") +
-                  " must have equal " + (by_rows ? "cols" : "rows") + ")");
+      throw Error(std::string("stile: ") + name + ": block " + std::to_string(i) + " has " + std::to_string(across) +
+                  (by_rows ? " cols" : " rows") + ", block 0 has " + std::to_string(first) +
+                  " (blocks stacked along the " + (by_rows ? "rows" : "cols") + " must have equal " +
+                  (by_rows ? "cols" : "rows") + ")");
     }
     (by_rows ? s.n_rows : s.n_cols) += by_rows ? b.n_rows : b.n_cols;
   }
@@ -67,12 +67,9 @@ template <class Tiles = DefaultTiles>
 void decode_panels_in_gemm_order(const DictMatrix& w, DictLookup lookup = DictLookup::kAuto) {
   validate_weights(w);
   switch (lookup) {
-    case DictLookup::kTree:
-      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kTree>>(w);
-    case DictLookup::kGather:
-      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kGather>>(w);
-    default:
-      return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kAuto>>(w);
+    case DictLookup::kTree: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kTree>>(w);
+    case DictLookup::kGather: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kGather>>(w);
+    default: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kAuto>>(w);
   }
 }
 
@@ -137,8 +134,7 @@ inline void dequantize(const StackedDict& s, float* out, std::size_t ld = 0) {
 // width gemm_panel_width<Tiles>()), with the GEMM's own panel decoder: the decode-then-GEMM path,
 // which trades a fp32 copy of the matrix for GEMMs that decode nothing.
 template <class Tiles = DefaultTiles, class W>
-  requires std::is_same_v<W, DictMatrix> || std::is_same_v<W, StackedDict>
-PackedWeights decode_to_packed(const W& w) {
+requires std::is_same_v<W, DictMatrix> || std::is_same_v<W, StackedDict> PackedWeights decode_to_packed(const W& w) {
   validate_weights(w);
   const std::size_t nr = gemm_panel_width<Tiles>();
   const std::size_t panels = (w.rows() + nr - 1) / nr, K = w.cols();
@@ -158,7 +154,7 @@ extern template void stile::detail::decode_to_packed_on_target<
     stile::GemmConfig<stile::DefaultTiles, stile::DictMatrix, stile::epilogue::None>>(const stile::DictMatrix&, float*);
 extern template void stile::detail::decode_to_packed_on_target<
     stile::GemmConfig<stile::DefaultTiles, stile::StackedDict, stile::epilogue::None>>(const stile::StackedDict&,
-                                                                                         float*);
+                                                                                       float*);
 extern template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kAuto>>(const stile::DictMatrix&);
 extern template void stile::detail::sweep_dict_panels<

@@ -48,7 +48,8 @@ template <std::size_t kMax, class F>
 HWY_INLINE void WithRows(std::size_t rows, F&& f) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((rows == I + 1 ? (f(std::integral_constant<std::size_t, I + 1>{}), 0) : 0), ...);
-  }(std::make_index_sequence<kMax>{});
+  }
+  (std::make_index_sequence<kMax>{});
 }
 
 // Float lanes per vector for an NR-wide tile on this target: a full vector, or NR when the
@@ -65,9 +66,8 @@ constexpr std::size_t TileLanes() {
 //   place from weights already k-major (DenseF32Transposed, ldb = its row stride).
 //   bias: NR values at this tile's columns. residual: row r at residual + r * ldr (or null).
 template <std::size_t kRows, class Shape, class Epi>
-HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::size_t lda,
-                            const float* HWY_RESTRICT b, std::size_t ldb, float* c, std::size_t ldc,
-                            bool accumulate, bool finish, const float* bias,
+HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::size_t lda, const float* HWY_RESTRICT b,
+                            std::size_t ldb, float* c, std::size_t ldc, bool accumulate, bool finish, const float* bias,
                             const float* residual, std::size_t ldr) {
   constexpr std::size_t kNR = Shape::NR;
   const hn::CappedTag<float, TileLanes<kNR>()> d;
@@ -144,8 +144,7 @@ struct GemmDriver {
   using Weights = typename Cfg::Weights;
   using Epi = typename Cfg::Epi;
   using Args = GemmArgs<Weights, Epi>;
-  static constexpr std::size_t MR = Shape::MR, NR = Shape::NR, KC = Shape::KC, MC = Shape::MC,
-                               NC = Shape::NC;
+  static constexpr std::size_t MR = Shape::MR, NR = Shape::NR, KC = Shape::KC, MC = Shape::MC, NC = Shape::NC;
   // Weights already in panel layout (PackedF32) are read in place, not decoded.
   static constexpr bool kInPlace = requires { PanelDecoder<Weights>::kInPlace; };
   // Weights already k-major with a row stride (DenseF32Transposed: attention's V) are read in
@@ -155,10 +154,9 @@ struct GemmDriver {
   static std::size_t PanelWidth() { return NR; }
 
   // One MR x NR tile (mr <= MR rows, nr <= NR columns) at C(m, n).
-  static HWY_INLINE void Tile(const Args& g, std::size_t m, std::size_t n, std::size_t mr,
-                              std::size_t nr, std::size_t k0, std::size_t kc,
-                              const float* HWY_RESTRICT b, std::size_t ldb, bool accumulate,
-                              bool finish, const float* residual) {
+  static HWY_INLINE void Tile(const Args& g, std::size_t m, std::size_t n, std::size_t mr, std::size_t nr,
+                              std::size_t k0, std::size_t kc, const float* HWY_RESTRICT b, std::size_t ldb,
+                              bool accumulate, bool finish, const float* residual) {
     const float* a = g.A + m * g.lda + k0;
     const float* bias = Epi::has_bias ? g.epi.bias + n : nullptr;
     const std::size_t ldr = g.epi.residual_ld;
@@ -169,8 +167,7 @@ struct GemmDriver {
         MicroKernel<MR, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
       } else {
         WithRows<MR - 1>(mr, [&](auto rows) {
-          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias,
-                                        res, ldr);
+          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
         });
       }
       return;
@@ -226,8 +223,7 @@ struct GemmDriver {
                 PanelDecoder<Weights>::template Decode<NR>(*g.W, jc + jr, nr, pc, kc, packed.data());
               }
               for (std::size_t ir = m0; ir < m1; ir += MR) {
-                Tile(g, ir, jc + jr, std::min(MR, m1 - ir), nr, pc, kc, b, ldb, accumulate, finish,
-                     residual);
+                Tile(g, ir, jc + jr, std::min(MR, m1 - ir), nr, pc, kc, b, ldb, accumulate, finish, residual);
               }
             }
             continue;
@@ -248,8 +244,7 @@ struct GemmDriver {
               b = packed.data() + jr * kc;
             }
             for (std::size_t ir = 0; ir < mc; ir += MR) {
-              Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, NR, accumulate, finish,
-                   residual);
+              Tile(g, ic + ir, jc + jr, std::min(MR, mc - ir), nr, pc, kc, b, NR, accumulate, finish, residual);
             }
           }
         }

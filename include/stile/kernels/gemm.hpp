@@ -90,8 +90,8 @@ PackedWeights pack_weights(const DenseF32& w) {
 // for an in-place residual add, but not with an activation. Other overlaps between C and the
 // inputs are errors. Threads: `pool` (the default pool if null).
 template <class Tiles = DefaultTiles, WeightMatrix Weights, class Epi = epilogue::None>
-void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, float* C,
-          std::size_t ldc, const Epi& epi = {}, ThreadPool* pool = nullptr) {
+void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, float* C, std::size_t ldc,
+          const Epi& epi = {}, ThreadPool* pool = nullptr) {
   static_assert(is_epilogue_v<Epi>, "the epilogue must be a stile::Epilogue<...>");
   const std::size_t N = W.rows(), K = W.cols();
   if (M == 0 || N == 0) return;
@@ -107,8 +107,7 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
     require(epi.residual_ld >= N, "gemm: residual_ld < N");
     if (epi.residual == C) {
       require(epi.residual_ld == ldc, "gemm: an in-place residual must have C's row stride");
-      require(Epi::activation == Activation::kNone,
-              "gemm: an in-place residual cannot follow an activation");
+      require(Epi::activation == Activation::kNone, "gemm: an in-place residual cannot follow an activation");
     } else {
       require(!detail::ranges_overlap(epi.residual, (M - 1) * epi.residual_ld + N, C, c_len),
               "gemm: the residual overlaps C without being C");
@@ -117,8 +116,8 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
   if constexpr (requires { validate_weights(W); }) validate_weights(W);  // codecs that check their fields
   if constexpr (std::is_same_v<Weights, PackedF32>) {
     require(W.nr == gemm_panel_width<Tiles>(),
-            "gemm: weights packed for panel width " + std::to_string(W.nr) +
-                ", but the GEMM runs with " + std::to_string(gemm_panel_width<Tiles>()) +
+            "gemm: weights packed for panel width " + std::to_string(W.nr) + ", but the GEMM runs with " +
+                std::to_string(gemm_panel_width<Tiles>()) +
                 " on this target (pack them with pack_weights after choosing the target)");
   }
   GemmArgs<Weights, Epi> args;

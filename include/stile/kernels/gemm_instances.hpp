@@ -12,20 +12,20 @@
 #include "stile/kernels/gemm_args.hpp"
 #include "stile/kernels/tiles.hpp"
 
-#define STILE_GEMM_EPILOGUES(X, W) \
+#define STILE_GEMM_EPILOGUES(X, W)  \
   X(W, ::stile::epilogue::None)     \
   X(W, ::stile::epilogue::Bias)     \
   X(W, ::stile::epilogue::BiasGelu) \
   X(W, ::stile::epilogue::BiasResidual) X(W, ::stile::epilogue::Residual)
 
-#define STILE_FOR_EACH_GEMM_INSTANCE(X)                 \
-  STILE_GEMM_EPILOGUES(X, ::stile::DenseF32)            \
-  STILE_GEMM_EPILOGUES(X, ::stile::PackedF32)           \
-  STILE_GEMM_EPILOGUES(X, ::stile::DenseF32Transposed)  \
-  STILE_GEMM_EPILOGUES(X, ::stile::DictMatrix)          \
+#define STILE_FOR_EACH_GEMM_INSTANCE(X)                \
+  STILE_GEMM_EPILOGUES(X, ::stile::DenseF32)           \
+  STILE_GEMM_EPILOGUES(X, ::stile::PackedF32)          \
+  STILE_GEMM_EPILOGUES(X, ::stile::DenseF32Transposed) \
+  STILE_GEMM_EPILOGUES(X, ::stile::DictMatrix)         \
   STILE_GEMM_EPILOGUES(X, ::stile::StackedDict)
 
-#define STILE_EXTERN_GEMM_INSTANCE(W, E)                                                       \
+#define STILE_EXTERN_GEMM_INSTANCE(W, E)                                                            \
   extern template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>( \
       const ::stile::GemmArgs<W, E>&);
 

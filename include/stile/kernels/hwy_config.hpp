@@ -11,5 +11,6 @@
 #include <hwy/detect_targets.h>
 
 #if HWY_TARGETS & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#error "stile: SVE targets must be disabled: include stile before Highway, or define HWY_DISABLED_TARGETS to contain HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128"
+#error \
+    "stile: SVE targets must be disabled: include stile before Highway, or define HWY_DISABLED_TARGETS to contain HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128"
 #endif

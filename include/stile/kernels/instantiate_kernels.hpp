@@ -56,7 +56,7 @@ template void stile::detail::decode_to_packed_on_target<
     stile::GemmConfig<stile::DefaultTiles, stile::DictMatrix, stile::epilogue::None>>(const stile::DictMatrix&, float*);
 template void stile::detail::decode_to_packed_on_target<
     stile::GemmConfig<stile::DefaultTiles, stile::StackedDict, stile::epilogue::None>>(const stile::StackedDict&,
-                                                                                         float*);
+                                                                                       float*);
 template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kAuto>>(const stile::DictMatrix&);
 template void stile::detail::sweep_dict_panels<
@@ -65,8 +65,9 @@ template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kGather>>(const stile::DictMatrix&);
 #endif  // part 0
 
-#define STILE_DEFINE_GEMM_INSTANCE(W, E) \
-  template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>(const ::stile::GemmArgs<W, E>&);
+#define STILE_DEFINE_GEMM_INSTANCE(W, E)                                                     \
+  template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>( \
+      const ::stile::GemmArgs<W, E>&);
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 1
 STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DenseF32)
 #endif

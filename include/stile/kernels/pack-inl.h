@@ -77,9 +77,8 @@ HWY_INLINE void Transpose8Rows(D8 d8, const float* HWY_RESTRICT r0, std::size_t 
       return hn::BitCast(d8, hn::InterleaveUpper(dd, hn::BitCast(dd, a), hn::BitCast(dd, b)));
     };
     // u[q]: k = q | q + 4 for rows 0..3; u[4 + q]: the same for rows 4..7.
-    const hn::Vec<D8> u[8] = {pair_lo(t[0], t[2]), pair_hi(t[0], t[2]), pair_lo(t[1], t[3]),
-                              pair_hi(t[1], t[3]), pair_lo(t[4], t[6]), pair_hi(t[4], t[6]),
-                              pair_lo(t[5], t[7]), pair_hi(t[5], t[7])};
+    const hn::Vec<D8> u[8] = {pair_lo(t[0], t[2]), pair_hi(t[0], t[2]), pair_lo(t[1], t[3]), pair_hi(t[1], t[3]),
+                              pair_lo(t[4], t[6]), pair_hi(t[4], t[6]), pair_lo(t[5], t[7]), pair_hi(t[5], t[7])};
     for (std::size_t q = 0; q < 4; ++q) {
       hn::Store(hn::ConcatLowerLower(d8, u[4 + q], u[q]), d8, o + (k + q) * kNR);
       hn::Store(hn::ConcatUpperUpper(d8, u[4 + q], u[q]), d8, o + (k + q + 4) * kNR);
@@ -98,8 +97,8 @@ struct PanelDecoder<DenseF32> {
   // shuffles, 8 stores move 64 floats), else 4 x 4 on 128-bit vectors, which every SIMD target
   // has. At M = 32 rows the transpose is about a fifth of the GEMM, so this is worth the shuffles.
   template <std::size_t kNR>
-  static HWY_INLINE void Decode(const DenseF32& w, std::size_t n0, std::size_t nr, std::size_t k0,
-                                std::size_t kc, float* HWY_RESTRICT out) {
+  static HWY_INLINE void Decode(const DenseF32& w, std::size_t n0, std::size_t nr, std::size_t k0, std::size_t kc,
+                                float* HWY_RESTRICT out) {
     const std::size_t ld = w.ld;
     const float* HWY_RESTRICT src = w.data + n0 * ld + k0;
     std::size_t j = 0;
@@ -146,8 +145,8 @@ struct PanelDecoder<DenseF32Transposed> {
   }
   static HWY_INLINE std::size_t Stride(const DenseF32Transposed& w) { return w.ld; }
   template <std::size_t kNR>
-  static HWY_INLINE void Decode(const DenseF32Transposed& w, std::size_t n0, std::size_t nr,
-                                std::size_t k0, std::size_t kc, float* HWY_RESTRICT out) {
+  static HWY_INLINE void Decode(const DenseF32Transposed& w, std::size_t n0, std::size_t nr, std::size_t k0,
+                                std::size_t kc, float* HWY_RESTRICT out) {
     const float* HWY_RESTRICT src = w.data + k0 * w.ld + n0;
     for (std::size_t k = 0; k < kc; ++k) {
       std::memcpy(out + k * kNR, src + k * w.ld, nr * sizeof(float));

@@ -36,9 +36,8 @@ HWY_INLINE void StoreTail(D d, hn::Vec<D> v, float* HWY_RESTRICT p, std::size_t 
 
 // x = (x - mean) / sqrt(var + eps) * gamma + beta per row, in place (BERT's LayerNorm; the
 // variance is the biased one, computed in a second pass around the mean for accuracy).
-HWY_INLINE void LayerNormRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols,
-                              std::size_t ld, const float* HWY_RESTRICT gamma,
-                              const float* HWY_RESTRICT beta, float eps) {
+HWY_INLINE void LayerNormRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols, std::size_t ld,
+                              const float* HWY_RESTRICT gamma, const float* HWY_RESTRICT beta, float eps) {
   const hn::ScalableTag<float> d;
   const std::size_t L = hn::Lanes(d);
   const std::size_t full = cols / L * L, tail = cols - full;
@@ -99,8 +98,7 @@ HWY_INLINE V ExpNonPositive(D d, V x) {
 
 // x = softmax(scale * x) = exp(scale (x - max)) / sum(exp(scale (x - max))) per row, in place
 // (scale > 0, so the row max of x is the max of scale * x).
-HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols,
-                            std::size_t ld, float scale) {
+HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
   const hn::ScalableTag<float> d;
   const auto vscale = hn::Set(d, scale);
   const std::size_t L = hn::Lanes(d);

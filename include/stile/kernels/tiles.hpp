@@ -21,12 +21,10 @@ struct DefaultTiles {
   template <std::int64_t kTarget>
   using For = std::conditional_t<
       (kTarget & (HWY_AVX3 | HWY_AVX3_DL)) != 0, TileShape<8, 32, 128, 96, 1024>,
-      std::conditional_t<
-          kTarget == HWY_AVX2, TileShape<6, 16, 256, 144, 1024>,
-          std::conditional_t<(kTarget & (HWY_SSE4 | HWY_SSSE3)) != 0,
-                             TileShape<6, 8, 256, 144, 1024>,
-                             std::conditional_t<kTarget == HWY_NEON, TileShape<6, 16, 256, 144, 1024>,
-                                                TileShape<4, 8, 256, 128, 1024>>>>>;
+      std::conditional_t<kTarget == HWY_AVX2, TileShape<6, 16, 256, 144, 1024>,
+                         std::conditional_t<(kTarget & (HWY_SSE4 | HWY_SSSE3)) != 0, TileShape<6, 8, 256, 144, 1024>,
+                                            std::conditional_t<kTarget == HWY_NEON, TileShape<6, 16, 256, 144, 1024>,
+                                                               TileShape<4, 8, 256, 128, 1024>>>>>;
 };
 
 // The same TileShape on every target.

@@ -24,9 +24,7 @@ namespace stile {
 class BertModel {
  public:
   // Reads config.json and model.safetensors from model_dir; stile::Error names a bad file.
-  static BertModel load(const std::filesystem::path& model_dir) {
-    return BertModel(BertWeights::load(model_dir));
-  }
+  static BertModel load(const std::filesystem::path& model_dir) { return BertModel(BertWeights::load(model_dir)); }
   explicit BertModel(BertWeights weights) : w_(std::move(weights)) {}
 
   const BertConfig& config() const noexcept { return w_.config; }
@@ -52,8 +50,7 @@ class BertModel {
     hidden.assign(tokens * d, 0.0f);
     for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], hidden.data() + offsets[i] * d);
     if (tokens == 0) return lengths;
-    layer_norm_rows(hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(),
-                    c.layer_norm_eps);
+    layer_norm_rows(hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(), c.layer_norm_eps);
     EncoderWorkspace ws;
     for (const BertLayerWeights& layer : w_.layers) {
       encoder_layer(layer.view(c), c, hidden.data(), offsets, ws, threads);

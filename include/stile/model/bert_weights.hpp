@@ -23,15 +23,15 @@
 namespace stile {
 
 struct BertLayerWeights {
-  PackedWeights q;              // [d x d], pre-scaled
-  PackedWeights kv;             // [2d x d]: K, then V
-  std::vector<float> qkv_bias;  // [3d]: Q (pre-scaled), K, V
-  PackedWeights attn_out;       // [d x d]
+  PackedWeights q;                                        // [d x d], pre-scaled
+  PackedWeights kv;                                       // [2d x d]: K, then V
+  std::vector<float> qkv_bias;                            // [3d]: Q (pre-scaled), K, V
+  PackedWeights attn_out;                                 // [d x d]
   std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]
-  PackedWeights ffn1;           // [d_ff x d]
-  std::vector<float> ffn1_bias;  // [d_ff]
-  PackedWeights ffn2;           // [d x d_ff]
-  std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;  // [d]
+  PackedWeights ffn1;                                     // [d_ff x d]
+  std::vector<float> ffn1_bias;                           // [d_ff]
+  PackedWeights ffn2;                                     // [d x d_ff]
+  std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;      // [d]
 
   // The view the layer operators read (all heads; Q pre-scaled, so attention's scale is 1).
   LayerView<PackedF32> view(const BertConfig& c) const {
@@ -54,9 +54,9 @@ struct BertLayerWeights {
 
 struct BertWeights {
   BertConfig config;
-  SafetensorsFile file;                 // keeps the word embeddings mapped
-  std::span<const float> word_embeddings;  // [vocab x d], in the mapped file
-  std::vector<float> position_embeddings;  // [max_positions x d]
+  SafetensorsFile file;                      // keeps the word embeddings mapped
+  std::span<const float> word_embeddings;    // [vocab x d], in the mapped file
+  std::vector<float> position_embeddings;    // [max_positions x d]
   std::vector<float> token_type_embeddings;  // [type_vocab x d]
   std::vector<float> embed_ln_gamma, embed_ln_beta;
   std::vector<BertLayerWeights> layers;

@@ -158,10 +158,8 @@ inline ShardRanking ranking_from_json(const nlohmann::json& v, std::size_t layer
 }
 
 inline nlohmann::json recorded_split_to_json(const RecordedSplit& s) {
-  return nlohmann::json{{"seed", s.split.seed},
-                        {"train", s.split.train},
-                        {"calibration", s.split.calibration},
-                        {"rows", s.rows}};
+  return nlohmann::json{
+      {"seed", s.split.seed}, {"train", s.split.train}, {"calibration", s.split.calibration}, {"rows", s.rows}};
 }
 
 // {"seed", "train", "calibration", "rows"}, the parts fitting in the rows.
@@ -171,15 +169,15 @@ inline RecordedSplit recorded_split_from_json(const nlohmann::json& split, std::
   json_only_keys(split, {"seed", "train", "calibration", "rows"}, where, file);
   RecordedSplit r;
   r.split.seed = json_whole(json_member(split, "seed", where, file), "\"split\".\"seed\"", "", file);
-  r.split.train = static_cast<std::size_t>(
-      json_whole(json_member(split, "train", where, file), "\"split\".\"train\"", "", file));
+  r.split.train =
+      static_cast<std::size_t>(json_whole(json_member(split, "train", where, file), "\"split\".\"train\"", "", file));
   r.split.calibration = static_cast<std::size_t>(
       json_whole(json_member(split, "calibration", where, file), "\"split\".\"calibration\"", "", file));
-  r.rows = static_cast<std::size_t>(
-      json_whole(json_member(split, "rows", where, file), "\"split\".\"rows\"", "", file));
+  r.rows =
+      static_cast<std::size_t>(json_whole(json_member(split, "rows", where, file), "\"split\".\"rows\"", "", file));
   if (r.split.train > r.rows || r.split.calibration > r.rows - r.split.train) {
     fail_in_file(file, "\"split\": ", r.split.train, " training + ", r.split.calibration,
-                            " calibration rows do not fit in ", r.rows, " rows");
+                 " calibration rows do not fit in ", r.rows, " rows");
   }
   return r;
 }
@@ -197,7 +195,7 @@ struct HeadsFile {
       std::string have;
       for (const auto& [k, h] : heads) have += (have.empty() ? "" : ", ") + k;
       fail_in_file(file, "has no head \"", key, "\" (it has: ", have.empty() ? "none" : have,
-                              "); examples/train_heads makes them");
+                   "); examples/train_heads makes them");
     }
     return it->second;
   }
@@ -298,7 +296,7 @@ struct HeadsFile {
         if (acc == core.end()) fail_in_file(file, where, ": missing \"", std::string_view(name), "\"");
         if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
           fail_in_file(file, where, ": \"", std::string_view(name), "\" must be a number in [0, 1], got ",
-                                  json_excerpt(*acc));
+                       json_excerpt(*acc));
         }
         const double v = acc->get<double>();
         core.erase(acc);
@@ -309,8 +307,8 @@ struct HeadsFile {
       const auto ranking = core.find("ranking");
       if (ranking == core.end()) fail_in_file(file, where, ": missing \"ranking\" (null for none)");
       if (!ranking->is_null()) {
-        stored.ranking = ranking_from_json(*ranking, h.num_layers, h.shards_per_layer,
-                                           concat(where, ": \"ranking\""), file);
+        stored.ranking =
+            ranking_from_json(*ranking, h.num_layers, h.shards_per_layer, concat(where, ": \"ranking\""), file);
       }
       core.erase("ranking");
       stored.head = head_from_json(core, file, where);

@@ -39,8 +39,8 @@ struct LinearHead {
     require(weight.size() % labels.size() == 0 && !weight.empty() && bias.size() == labels.size(),
             "linear head: weight must be [classes x hidden] and bias [classes] (" + std::to_string(labels.size()) +
                 " classes, " + std::to_string(weight.size()) + " weights, " + std::to_string(bias.size()) + " biases)");
-    require(model_hidden == 0 || hidden() == model_hidden,
-            "linear head: hidden size " + std::to_string(hidden()) + ", the model's is " + std::to_string(model_hidden));
+    require(model_hidden == 0 || hidden() == model_hidden, "linear head: hidden size " + std::to_string(hidden()) +
+                                                               ", the model's is " + std::to_string(model_hidden));
   }
 
   // W e + b, accumulated in double.

@@ -14,8 +14,8 @@ namespace stile {
 enum class Pooling { kMean, kCls };
 
 // Pools the hidden states of one sequence ([tokens x dim], row-major) into out[dim].
-inline void pool_tokens(std::span<const float> hidden, std::size_t tokens, std::size_t dim,
-                        Pooling mode, std::span<float> out) {
+inline void pool_tokens(std::span<const float> hidden, std::size_t tokens, std::size_t dim, Pooling mode,
+                        std::span<float> out) {
   require(out.size() == dim && hidden.size() >= tokens * dim, "pool_tokens: sizes do not match");
   require(tokens > 0, "pool_tokens: a sequence without tokens has no embedding");
   if (mode == Pooling::kCls) {

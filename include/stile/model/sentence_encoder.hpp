@@ -214,8 +214,8 @@ inline BertNormalizerOptions read_normalizer(const fs::path& bert_dir) {
   if (!root->is_object()) fail(file, "is not a JSON object");
   if (const auto cls = root->find("tokenizer_class"); cls != root->end() && !cls->is_null()) {
     // Other classes (RoBERTa's BPE, MPNet's specials, ...) tokenize differently.
-    const bool wordpiece = *cls == "BertTokenizer" || *cls == "BertTokenizerFast" ||
-                           *cls == "DistilBertTokenizer" || *cls == "DistilBertTokenizerFast";
+    const bool wordpiece = *cls == "BertTokenizer" || *cls == "BertTokenizerFast" || *cls == "DistilBertTokenizer" ||
+                           *cls == "DistilBertTokenizerFast";
     if (!wordpiece) fail(file, "tokenizer_class ", cls->dump(), " is not supported (only BERT's WordPiece)");
   }
   options.lowercase = read_bool(*root, "do_lower_case", options.lowercase, file);

@@ -33,8 +33,8 @@ namespace stile {
 // at least one shard, every shard existing, chosen once, at a bitwidth the store has.
 inline void check_submodel_plan(const ShardStore& store, const SubmodelPlan& plan) {
   const std::size_t layers = store.num_layers(), shards = store.shards_per_layer();
-  require(plan.layers.size() <= layers, "submodel plan: " + std::to_string(plan.layers.size()) +
-                                            " layers, the model has " + std::to_string(layers));
+  require(plan.layers.size() <= layers,
+          "submodel plan: " + std::to_string(plan.layers.size()) + " layers, the model has " + std::to_string(layers));
   for (std::size_t l = 0; l < plan.layers.size(); ++l) {
     const auto& layer = plan.layers[l];
     const std::string where = "submodel plan: layer " + std::to_string(l);
@@ -45,8 +45,8 @@ inline void check_submodel_plan(const ShardStore& store, const SubmodelPlan& pla
                                     std::to_string(shards) + " shards per layer)");
       require(!seen[s.shard], where + ": shard " + std::to_string(s.shard) + " is chosen twice");
       seen[s.shard] = true;
-      require(store.has_bits(s.bits), where + ": shard " + std::to_string(s.shard) + " at " +
-                                          std::to_string(s.bits) + " bits is not in the store");
+      require(store.has_bits(s.bits), where + ": shard " + std::to_string(s.shard) + " at " + std::to_string(s.bits) +
+                                          " bits is not in the store");
     }
   }
 }

@@ -62,8 +62,8 @@ class StoreResidents {
   void embed(std::span<const Encoding> batch, const TokenBatch& packed, const BertConfig& c, float* hidden) const {
     const std::size_t d = c.hidden;
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      add_position_and_type(batch[i], packed.lengths[i], c, embeddings_.position.data(),
-                            embeddings_.token_type.data(), hidden + packed.offsets[i] * d);
+      add_position_and_type(batch[i], packed.lengths[i], c, embeddings_.position.data(), embeddings_.token_type.data(),
+                            hidden + packed.offsets[i] * d);
     }
     if (packed.tokens() == 0) return;
     layer_norm_rows(hidden, packed.tokens(), d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),

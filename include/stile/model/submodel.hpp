@@ -38,8 +38,8 @@ struct SubmodelPlan {
   // ranking is given, else shards 0..m-1.
   static SubmodelPlan uniform(std::size_t n, std::size_t m, unsigned bits, const ShardRanking& ranking = {}) {
     require(ranking.empty() || ranking.size() >= n, "submodel plan: the ranking covers " +
-                                                         std::to_string(ranking.size()) + " layers, the plan " +
-                                                         std::to_string(n));
+                                                        std::to_string(ranking.size()) + " layers, the plan " +
+                                                        std::to_string(n));
     SubmodelPlan plan;
     plan.layers.resize(n);
     for (std::size_t l = 0; l < n; ++l) {

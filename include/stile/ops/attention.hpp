@@ -32,8 +32,8 @@ inline void attention_head(const float* q, std::size_t ld_q, const float* k, con
 // [h * head_dim, (h + 1) * head_dim) of each. seq_offsets: n + 1 row offsets of the sequences.
 // ctx: [tokens x d], row stride ld_ctx.
 inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const std::size_t> seq_offsets,
-                           std::size_t num_heads, std::size_t head_dim, float* ctx,
-                           std::size_t ld_ctx, ThreadPool& pool, float scale = 1.0f) {
+                           std::size_t num_heads, std::size_t head_dim, float* ctx, std::size_t ld_ctx,
+                           ThreadPool& pool, float scale = 1.0f) {
   const std::size_t d = num_heads * head_dim;
   const std::size_t num_seqs = seq_offsets.size() - 1;
   // One task per (sequence, head); each runs its small GEMMs on its own thread.

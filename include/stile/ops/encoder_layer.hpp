@@ -34,7 +34,8 @@ struct EncoderWorkspace {
 // Bytes the untiled layer holds at its peak: its workspace and one [s x s] score buffer per
 // thread (attention.hpp).
 inline std::size_t untiled_layer_peak_bytes(const LayerMemoryShape& m) {
-  return sizeof(float) * (m.tokens * (3 * m.attn_width + m.attn_width + m.ffn_width) + m.threads * m.longest * m.longest);
+  return sizeof(float) *
+         (m.tokens * (3 * m.attn_width + m.attn_width + m.ffn_width) + m.threads * m.longest * m.longest);
 }
 
 // x: [tokens x d], the packed rows of all sequences; seq_offsets: n + 1 row offsets.

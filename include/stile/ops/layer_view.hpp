@@ -10,11 +10,11 @@ namespace stile {
 // (PackedF32 for the fp32 model, StackedDict for shards).
 template <class W>
 struct LayerView {
-  W q;         // [d' x d]
-  W kv;        // [2d' x d]: K rows, then V rows
-  W attn_out;  // [d x d']
-  W ffn_in;    // [d_ff' x d]
-  W ffn_out;   // [d x d_ff']
+  W q;                             // [d' x d]
+  W kv;                            // [2d' x d]: K rows, then V rows
+  W attn_out;                      // [d x d']
+  W ffn_in;                        // [d_ff' x d]
+  W ffn_out;                       // [d x d_ff']
   const float* q_bias = nullptr;   // [d']
   const float* kv_bias = nullptr;  // [2d']
   const float* attn_out_bias = nullptr;
@@ -24,9 +24,9 @@ struct LayerView {
   const float* ffn_out_bias = nullptr;
   const float* ln2_gamma = nullptr;
   const float* ln2_beta = nullptr;
-  std::size_t heads = 0;         // chosen heads; d' = heads x head_dim
+  std::size_t heads = 0;  // chosen heads; d' = heads x head_dim
   std::size_t head_dim = 0;
-  float attn_scale = 1.0f;       // 1/sqrt(head_dim), or 1 if W_q was pre-scaled
+  float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1 if W_q was pre-scaled
 
   std::size_t attn_width() const noexcept { return heads * head_dim; }
   std::size_t ffn_width() const noexcept { return ffn_in.rows(); }
@@ -40,11 +40,11 @@ struct LayerTiles {
 
 // What the layer's memory depends on.
 struct LayerMemoryShape {
-  std::size_t tokens = 0;       // rows of x (all sequences)
-  std::size_t longest = 0;      // the longest sequence
-  std::size_t attn_width = 0;   // d'
-  std::size_t ffn_width = 0;    // d_ff'
-  std::size_t threads = 1;      // workers that may run attention heads at once
+  std::size_t tokens = 0;      // rows of x (all sequences)
+  std::size_t longest = 0;     // the longest sequence
+  std::size_t attn_width = 0;  // d'
+  std::size_t ffn_width = 0;   // d_ff'
+  std::size_t threads = 1;     // workers that may run attention heads at once
 };
 
 }  // namespace stile

@@ -30,7 +30,7 @@ struct LayerResidentView {
   const float* attn_out_bias = nullptr;  // [d]
   const float* ln1_gamma = nullptr;
   const float* ln1_beta = nullptr;
-  const float* ffn_out_bias = nullptr;   // [d]
+  const float* ffn_out_bias = nullptr;  // [d]
   const float* ln2_gamma = nullptr;
   const float* ln2_beta = nullptr;
 };

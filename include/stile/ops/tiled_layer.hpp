@@ -54,8 +54,8 @@ inline std::size_t tiled_layer_peak_bytes(const LayerMemoryShape& m, const Layer
   auto f32 = [](std::size_t count) { return Arena::round_up(count * sizeof(float)); };
   const std::size_t tq = std::min(t.query, m.longest), tm = std::min(t.tokens, m.tokens);
   const std::size_t qc_tiles = tiles_in_parallel(m.longest, tq, m.threads) ? m.threads : 1;
-  const std::size_t attention = f32(m.tokens * 2 * m.attn_width) + f32(qc_tiles * tq * m.attn_width) +
-                                f32(m.threads * tq * m.longest);
+  const std::size_t attention =
+      f32(m.tokens * 2 * m.attn_width) + f32(qc_tiles * tq * m.attn_width) + f32(m.threads * tq * m.longest);
   const std::size_t mlp = f32(tm * m.ffn_width);
   return std::max(attention, mlp);
 }
@@ -69,7 +69,8 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
   if (tokens == 0) return;
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width(), hd = w.head_dim;
   std::size_t longest = 0;
-  for (std::size_t i = 0; i + 1 < seq_offsets.size(); ++i) longest = std::max(longest, seq_offsets[i + 1] - seq_offsets[i]);
+  for (std::size_t i = 0; i + 1 < seq_offsets.size(); ++i)
+    longest = std::max(longest, seq_offsets[i + 1] - seq_offsets[i]);
   const std::size_t tq = std::min(tiles.query, longest), tm = std::min(tiles.tokens, tokens);
   const std::size_t threads = pool.num_threads();
   arena.reserve(arena.used_bytes() + tiled_layer_peak_bytes({tokens, longest, da, ff, threads}, tiles));

@@ -28,12 +28,12 @@ struct LayerReadLayout {
     std::size_t choice = 0;    // index into the caller's versions
     std::uint64_t offset = 0;  // in the file
     std::size_t size = 0, rounded = 0;
-    std::size_t at = 0;        // its place in the buffer
+    std::size_t at = 0;  // its place in the buffer
   };
   struct Run {
-    std::uint64_t offset = 0;  // in the file
+    std::uint64_t offset = 0;       // in the file
     std::size_t at = 0, bytes = 0;  // in the buffer; bytes rounded to the alignment
-    std::size_t needed = 0;    // bytes of the run that hold versions (the rest is padding)
+    std::size_t needed = 0;         // bytes of the run that hold versions (the rest is padding)
   };
   std::vector<Version> versions;  // in file order
   std::vector<Run> runs;

@@ -16,22 +16,22 @@ namespace stile {
 struct LayerTimes {
   double io_start_ms = 0, read_end_ms = 0, io_end_ms = 0;  // read: [io_start, read_end); verify: [read_end, io_end)
   double compute_start_ms = 0, compute_end_ms = 0;
-  double stall_ms = 0;                // compute was free but this layer's shards were not in memory yet
-  std::size_t shards_read = 0;        // shard versions read from storage by this request
-  std::size_t shards_preloaded = 0;   // found in the preload buffer
-  std::size_t reads = 0;              // read requests (one per contiguous run of versions)
-  std::size_t bytes_read = 0;         // as read from storage (runs rounded to the backend's alignment)
+  double stall_ms = 0;               // compute was free but this layer's shards were not in memory yet
+  std::size_t shards_read = 0;       // shard versions read from storage by this request
+  std::size_t shards_preloaded = 0;  // found in the preload buffer
+  std::size_t reads = 0;             // read requests (one per contiguous run of versions)
+  std::size_t bytes_read = 0;        // as read from storage (runs rounded to the backend's alignment)
 };
 
 struct Timeline {
-  std::string storage;           // the read backend (and emulator) that served the request
-  bool emulated = false;         // IO delays came from a storage emulator
-  std::string mode;              // "pipelined" or "load-then-execute"
-  double embed_start_ms = 0, embed_end_ms = 0;  // word rows read, embeddings summed and normalized
-  std::size_t embed_bytes_read = 0;             // the word rows' reads (aligned blocks)
+  std::string storage;                                   // the read backend (and emulator) that served the request
+  bool emulated = false;                                 // IO delays came from a storage emulator
+  std::string mode;                                      // "pipelined" or "load-then-execute"
+  double embed_start_ms = 0, embed_end_ms = 0;           // word rows read, embeddings summed and normalized
+  std::size_t embed_bytes_read = 0;                      // the word rows' reads (aligned blocks)
   std::size_t word_rows_read = 0, word_rows_cached = 0;  // distinct tokens' rows: read, or in the cache
   std::vector<LayerTimes> layers;
-  double total_ms = 0;           // end of the request (pooling and head included)
+  double total_ms = 0;  // end of the request (pooling and head included)
 
   double stall_ms() const {
     double s = 0;
@@ -70,8 +70,13 @@ inline nlohmann::json to_chrome_trace(const Timeline& t) {
   lane_name(1, "io");
   lane_name(2, "compute");
   auto span = [&](int tid, const std::string& name, double start_ms, double end_ms, json args) {
-    events.push_back({{"ph", "X"}, {"name", name}, {"pid", 1}, {"tid", tid}, {"ts", start_ms * 1e3},
-                      {"dur", std::max(0.0, end_ms - start_ms) * 1e3}, {"args", std::move(args)}});
+    events.push_back({{"ph", "X"},
+                      {"name", name},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"ts", start_ms * 1e3},
+                      {"dur", std::max(0.0, end_ms - start_ms) * 1e3},
+                      {"args", std::move(args)}});
   };
   span(2, "embeddings", t.embed_start_ms, t.embed_end_ms, json::object());
   for (std::size_t l = 0; l < t.layers.size(); ++l) {
@@ -86,9 +91,10 @@ inline nlohmann::json to_chrome_trace(const Timeline& t) {
     span(2, "compute " + layer, x.compute_start_ms, x.compute_end_ms,
          {{"shards_preloaded", x.shards_preloaded}, {"shards_read", x.shards_read}});
   }
-  return {{"traceEvents", std::move(events)},
-          {"displayTimeUnit", "ms"},
-          {"otherData", {{"storage", t.storage}, {"emulated", t.emulated}, {"mode", t.mode}, {"total_ms", t.total_ms}}}};
+  return {
+      {"traceEvents", std::move(events)},
+      {"displayTimeUnit", "ms"},
+      {"otherData", {{"storage", t.storage}, {"emulated", t.emulated}, {"mode", t.mode}, {"total_ms", t.total_ms}}}};
 }
 
 }  // namespace stile

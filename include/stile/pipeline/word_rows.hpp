@@ -71,7 +71,8 @@ class WordRowReader {
     std::vector<std::size_t> first_token(distinct.size(), ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto id = static_cast<std::size_t>(ids[i]);
-      const auto q = static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), ids[i]) - distinct.begin());
+      const auto q =
+          static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), ids[i]) - distinct.begin());
       first_token[q] = std::min(first_token[q], i);
       if (!held[q].empty()) {
         std::memcpy(hidden + i * d, held[q].data(), row_bytes);

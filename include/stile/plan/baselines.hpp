@@ -26,9 +26,9 @@
 namespace stile {
 
 struct BaselinePlan {
-  std::string name;            // "Load&Exec", "StdPL-4", "PreloadModel-6"
+  std::string name;  // "Load&Exec", "StdPL-4", "PreloadModel-6"
   SubmodelPlan submodel;
-  double estimated_ms = 0;     // the baseline's time model above
+  double estimated_ms = 0;  // the baseline's time model above
   bool meets_target = false;
 };
 
@@ -68,13 +68,11 @@ inline BaselinePlan plan_load_and_exec(const DeviceProfile& profile, std::size_t
   });
 }
 
-inline BaselinePlan plan_std_pipeline(const DeviceProfile& profile, std::size_t tokens, double target_ms,
-                                      unsigned bits, const ShardRanking& ranking = {},
-                                      const LayerIoTime& layer_io = {}) {
-  return baseline_detail::largest_fitting("StdPL-" + std::to_string(bits), profile, target_ms, bits, ranking,
-                                          [&](const SubmodelPlan& p) {
-                                            return estimate_pipeline(profile, p, tokens, 2, {}, layer_io).total_ms;
-                                          });
+inline BaselinePlan plan_std_pipeline(const DeviceProfile& profile, std::size_t tokens, double target_ms, unsigned bits,
+                                      const ShardRanking& ranking = {}, const LayerIoTime& layer_io = {}) {
+  return baseline_detail::largest_fitting(
+      "StdPL-" + std::to_string(bits), profile, target_ms, bits, ranking,
+      [&](const SubmodelPlan& p) { return estimate_pipeline(profile, p, tokens, 2, {}, layer_io).total_ms; });
 }
 
 inline BaselinePlan plan_preload_model(const DeviceProfile& profile, std::size_t tokens, double target_ms,

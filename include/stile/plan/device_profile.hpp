@@ -72,7 +72,7 @@ struct DeviceProfile {
     const std::size_t b = bits_index(bits_wanted);
     if (m < 1 || m > shards_per_layer) {
       throw Error(concat("stile: device profile: m = ", m, " shards is outside 1..", shards_per_layer,
-                                    " (the profile's shards per layer)"));
+                         " (the profile's shards per layer)"));
     }
     const std::size_t i = length_index(tokens);
     require(b < compute_ms.size() && i < compute_ms[b].size() && m - 1 < compute_ms[b][i].size(),
@@ -109,8 +109,7 @@ struct DeviceProfile {
     if (it == bits.end()) {
       std::string have;
       for (const unsigned b : bits) have += concat(have.empty() ? "" : ", ", b);
-      throw Error(concat("stile: device profile: no measurements at ", wanted, " bits (it has [", have,
-                                    "])"));
+      throw Error(concat("stile: device profile: no measurements at ", wanted, " bits (it has [", have, "])"));
     }
     return static_cast<std::size_t>(it - bits.begin());
   }
@@ -171,8 +170,8 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   }
   const std::uint64_t version = json_whole(json_member(j, "version", d, file), "\"version\"", d, file);
   if (version != kDeviceProfileVersion) {
-    json_fail(file, d, "version ", version, " is not supported (this reader supports version ",
-              kDeviceProfileVersion, ")");
+    json_fail(file, d, "version ", version, " is not supported (this reader supports version ", kDeviceProfileVersion,
+              ")");
   }
   DeviceProfile p;
   p.machine = json_object_member(j, "machine", d, file);
@@ -183,8 +182,7 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
        json_increasing(json_member(j, "lengths", d, file), "\"lengths\"", 1, std::uint64_t{1} << 32, d, file)) {
     p.lengths.push_back(static_cast<std::size_t>(l));
   }
-  const std::uint64_t shards =
-      json_whole(json_member(j, "shards_per_layer", d, file), "\"shards_per_layer\"", d, file);
+  const std::uint64_t shards = json_whole(json_member(j, "shards_per_layer", d, file), "\"shards_per_layer\"", d, file);
   const std::uint64_t layers = json_whole(json_member(j, "num_layers", d, file), "\"num_layers\"", d, file);
   // Bounds far above any real model, so that a damaged count cannot ask for gigabytes below.
   if (shards < 1 || shards > 4096) json_fail(file, d, "\"shards_per_layer\" = ", shards, " is outside 1..4096");
@@ -220,8 +218,8 @@ inline void DeviceProfile::save(const std::filesystem::path& path) const {
 }
 
 inline DeviceProfile DeviceProfile::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path, device_profile_detail::kMaxProfileBytes,
-                                             device_profile_detail::kMaxJsonDepth, "the device profile"),
+  return from_json(read_json_file(path, device_profile_detail::kMaxProfileBytes, device_profile_detail::kMaxJsonDepth,
+                                  "the device profile"),
                    path.string());
 }
 

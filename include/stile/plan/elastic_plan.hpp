@@ -22,23 +22,23 @@ struct LayerShard {
 using ImportanceOrder = std::vector<LayerShard>;
 
 struct ElasticPlan {
-  SubmodelPlan submodel;         // each layer's shards in importance order
-  std::set<ShardKey> preload;    // the versions the preload buffer should hold
-  unsigned preload_bits = 0;     // their bitwidth
-  std::vector<double> aib_ms;    // AIB(0..n-1) after every debit
-  double head_start_ms = 0;      // the slack credited to AIB(0) (0 with count_slack off)
-  double compute_ms = 0;         // sum of T_comp over the layers, at the chosen bits
-  double estimated_ms = 0;       // estimate_pipeline(slots, preload)
-  bool valid = false;            // every AIB >= 0 (and, check_pipeline, estimated_ms <= T);
-                                 // with no target only informative (no head start, no deadline)
-  bool meets_target = false;     // valid and compute_ms <= T (always true with no target)
+  SubmodelPlan submodel;       // each layer's shards in importance order
+  std::set<ShardKey> preload;  // the versions the preload buffer should hold
+  unsigned preload_bits = 0;   // their bitwidth
+  std::vector<double> aib_ms;  // AIB(0..n-1) after every debit
+  double head_start_ms = 0;    // the slack credited to AIB(0) (0 with count_slack off)
+  double compute_ms = 0;       // sum of T_comp over the layers, at the chosen bits
+  double estimated_ms = 0;     // estimate_pipeline(slots, preload)
+  bool valid = false;          // every AIB >= 0 (and, check_pipeline, estimated_ms <= T);
+                               // with no target only informative (no head start, no deadline)
+  bool meets_target = false;   // valid and compute_ms <= T (always true with no target)
   std::size_t length_bucket = 0;
-  std::size_t word_rows = 0;     // the word-embedding rows the request reads, whose time came off T
+  std::size_t word_rows = 0;  // the word-embedding rows the request reads, whose time came off T
   std::size_t compute_layers = 0, compute_shards = 0;  // stage 1's n x m
   std::size_t dropped_shards = 0, dropped_layers = 0;  // by the shrink
-  unsigned uniform_bits = 0;     // pass 1's bitwidth for the non-preloaded shards
-  std::size_t upgrades = 0;      // shards pass 2 raised
-  std::string explain;           // one line a person can read
+  unsigned uniform_bits = 0;                           // pass 1's bitwidth for the non-preloaded shards
+  std::size_t upgrades = 0;                            // shards pass 2 raised
+  std::string explain;                                 // one line a person can read
 
   std::size_t layers() const { return submodel.layers.size(); }
   std::size_t shards() const {

@@ -110,8 +110,7 @@ inline HeadScore score_from_json(const nlohmann::json& v, std::size_t sentences,
   }
   const nlohmann::json& lp = json_member(v, "mean_log_prob", what, file);
   if (!lp.is_number() || !std::isfinite(lp.get<double>()) || lp.get<double>() > 0) {
-    fail_in_file(file, what, ": \"mean_log_prob\" must be a finite number <= 0, got ",
-                            json_excerpt(lp));
+    fail_in_file(file, what, ": \"mean_log_prob\" must be a finite number <= 0, got ", json_excerpt(lp));
   }
   s.mean_log_prob = lp.get<double>();
   return s;
@@ -155,13 +154,13 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
                  "", file);
   const nlohmann::json& format = json_member(j, "format", "", file);
   if (!format.is_string() || format.get<std::string>() != kImportanceFormatName) {
-    fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"",
-                            kImportanceFormatName, "\" (not an importance profile)");
+    fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"", kImportanceFormatName,
+                 "\" (not an importance profile)");
   }
   const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
   if (version != kImportanceVersion) {
-    fail_in_file(file, "version ", version, " is not supported (this reader supports version ",
-                            kImportanceVersion, ")");
+    fail_in_file(file, "version ", version, " is not supported (this reader supports version ", kImportanceVersion,
+                 ")");
   }
   ImportanceProfile p;
   for (auto [key, out] : {std::pair<const char*, std::string*>{"store", &p.store}, {"head", &p.head}}) {
@@ -183,7 +182,8 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
     fail_in_file(file, "\"sentences\" = ", sentences, " must be at least 1");
   }
   p.sentences = static_cast<std::size_t>(sentences);
-  for (auto [key, out] : {std::pair<const char*, unsigned*>{"base_bits", &p.base_bits}, {"raised_bits", &p.raised_bits}}) {
+  for (auto [key, out] :
+       {std::pair<const char*, unsigned*>{"base_bits", &p.base_bits}, {"raised_bits", &p.raised_bits}}) {
     const std::uint64_t b = json_whole(json_member(j, key, "", file), concat("\"", key, "\""), "", file);
     if (b < 1 || b > 32) fail_in_file(file, "\"", key, "\" = ", b, " is outside 1..32");
     *out = static_cast<unsigned>(b);
@@ -242,9 +242,9 @@ inline void ImportanceProfile::save(const std::filesystem::path& path) const {
 }
 
 inline ImportanceProfile ImportanceProfile::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path, importance_detail::kMaxBytes, importance_detail::kMaxJsonDepth,
-                                             "the importance profile"),
-                   path.string());
+  return from_json(
+      read_json_file(path, importance_detail::kMaxBytes, importance_detail::kMaxJsonDepth, "the importance profile"),
+      path.string());
 }
 
 // The ranking and global order of an importance profile file, for the planners and

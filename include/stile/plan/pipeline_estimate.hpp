@@ -116,11 +116,12 @@ inline double estimated_row_read_ms(const DeviceProfile& p, double block_bytes =
 inline LayerIoTime layer_io_model(const DeviceProfile& profile,
                                   std::function<std::size_t(std::size_t, std::span<const ShardChoice>)> read_runs) {
   const double latency = read_cost_line(profile).latency_ms;
-  return [profile, latency, read_runs = std::move(read_runs)](std::size_t layer, std::span<const ShardChoice> versions) {
-    double t = static_cast<double>(read_runs(layer, versions)) * latency;
-    for (const ShardChoice& c : versions) t += profile.io_ms_at(c.bits) - latency;
-    return t;
-  };
+  return
+      [profile, latency, read_runs = std::move(read_runs)](std::size_t layer, std::span<const ShardChoice> versions) {
+        double t = static_cast<double>(read_runs(layer, versions)) * latency;
+        for (const ShardChoice& c : versions) t += profile.io_ms_at(c.bits) - latency;
+        return t;
+      };
 }
 
 }  // namespace stile

@@ -71,20 +71,20 @@ inline ShardImportance checked_importance(const DeviceProfile& p, const ShardRan
   ShardImportance out;
   if (!order.empty()) {
     require(order.size() == N * M, concat("planner: the importance order has ", order.size(),
-                                                     " entries, the profile has ", N, " layers x ", M, " shards"));
+                                          " entries, the profile has ", N, " layers x ", M, " shards"));
     std::set<LayerShard> seen;
     ShardRanking derived(N);
     for (const LayerShard& ls : order) {
-      require(ls.layer < N && ls.shard < M, concat("planner: the importance order names layer ", ls.layer,
-                                                              " shard ", ls.shard, ", outside ", N, " x ", M));
-      require(seen.insert(ls).second, concat("planner: the importance order names layer ", ls.layer,
-                                                        " shard ", ls.shard, " twice"));
+      require(ls.layer < N && ls.shard < M, concat("planner: the importance order names layer ", ls.layer, " shard ",
+                                                   ls.shard, ", outside ", N, " x ", M));
+      require(seen.insert(ls).second,
+              concat("planner: the importance order names layer ", ls.layer, " shard ", ls.shard, " twice"));
       derived[ls.layer].push_back(ls.shard);
     }
     if (!ranking.empty()) {
       for (std::size_t l = 0; l < N && l < ranking.size(); ++l) {
         require(ranking[l] == derived[l], concat("planner: the importance order ranks layer ", l,
-                                                            "'s shards differently from the shard ranking"));
+                                                 "'s shards differently from the shard ranking"));
       }
     }
     out.ranking = std::move(derived);
@@ -96,15 +96,15 @@ inline ShardImportance checked_importance(const DeviceProfile& p, const ShardRan
   } else {
     out.ranking = ranking;
   }
-  require(out.ranking.size() == N, concat("planner: the shard ranking covers ", out.ranking.size(),
-                                                     " layers, the profile has ", N));
+  require(out.ranking.size() == N,
+          concat("planner: the shard ranking covers ", out.ranking.size(), " layers, the profile has ", N));
   for (std::size_t l = 0; l < N; ++l) {
     std::vector<std::size_t> sorted = out.ranking[l];
     std::sort(sorted.begin(), sorted.end());
     bool permutation = sorted.size() == M;
     for (std::size_t s = 0; permutation && s < M; ++s) permutation = sorted[s] == s;
-    require(permutation, concat("planner: the shard ranking of layer ", l,
-                                           " is not an order of the shards 0..", M - 1));
+    require(permutation,
+            concat("planner: the shard ranking of layer ", l, " is not an order of the shards 0..", M - 1));
   }
   out.order = order.empty() ? interleaved_importance(out.ranking) : order;
   return out;
@@ -122,11 +122,11 @@ struct PlannerOptions {
   // more accuracy than fewer shards do (all-MiniLM-L6-v2 at 2 bits: docs/results.md), the shrink
   // then trades shards for bits instead of streaming many 2-bit shards.
   unsigned min_bits = 0;
-  ImportanceOrder importance;            // global order; empty: interleaved from the ranking
-  bool count_slack = true;               // ours: compute's slack as AIB(0)'s head start
-  bool shrink = true;                    // ours: shrink the submodel when 2 bits cannot arrive in time
-  bool check_pipeline = true;            // ours: the replayed pipeline must end by T too
-  std::size_t slots = 2;                 // working-buffer slots of the replay (the engine's)
+  ImportanceOrder importance;  // global order; empty: interleaved from the ranking
+  bool count_slack = true;     // ours: compute's slack as AIB(0)'s head start
+  bool shrink = true;          // ours: shrink the submodel when 2 bits cannot arrive in time
+  bool check_pipeline = true;  // ours: the replayed pipeline must end by T too
+  std::size_t slots = 2;       // working-buffer slots of the replay (the engine's)
   // The exact bytes of a store's version, for fitting the preload budget (the engine passes the
   // store's); empty: the profile's mean bytes of one version at that bitwidth, rounded up.
   std::function<std::size_t(const ShardKey&)> version_bytes;
@@ -160,7 +160,6 @@ struct ComputePlan {
   bool meets_target = false;           // n * layer_ms <= T (false: 1 x 1 and even that is over)
 };
 
-
 namespace planner_detail {
 
 inline std::string ms(double v) {
@@ -172,9 +171,9 @@ inline std::string ms(double v) {
 inline void check_profile(const DeviceProfile& p) {
   require(!p.bits.empty() && !p.lengths.empty() && p.num_layers >= 1 && p.shards_per_layer >= 1,
           "planner: the device profile is empty (no bitwidths, lengths, layers or shards)");
-  require(p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size() &&
-              p.compute_ms.size() == p.bits.size(),
-          "planner: device profile: io_ms, shard_bytes and compute_ms must have one entry per bitwidth");
+  require(
+      p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size() && p.compute_ms.size() == p.bits.size(),
+      "planner: device profile: io_ms, shard_bytes and compute_ms must have one entry per bitwidth");
 }
 
 // The bitwidth's index in the profile; the profile's own error ("no measurements at 3 bits (it
@@ -427,7 +426,8 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   require(options.slots >= 1, "planner: the pipeline needs at least one working-buffer slot");
   require(options.headroom >= 0 && options.headroom < 1, "planner: the headroom must be in [0, 1)");
   const ShardImportance imp = checked_importance(profile, ranking, options.importance);
-  const unsigned lowest = options.min_bits == 0 ? profile.bits.front() : options.min_bits, highest = profile.bits.back();
+  const unsigned lowest = options.min_bits == 0 ? profile.bits.front() : options.min_bits,
+                 highest = profile.bits.back();
   (void)d::bits_index(profile, lowest);  // a clear error when the profile lacks min_bits
   const unsigned preload_bits = options.preload_bits == 0 ? lowest : options.preload_bits;
   (void)d::bits_index(profile, preload_bits);  // a clear error when the profile lacks it
@@ -506,20 +506,19 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   out.meets_target = !has_target || (out.valid && out.compute_ms <= T + kBudgetToleranceMs);
   out.estimated_ms = ctx.estimate(out.submodel, out.preload);
 
-  std::string text = concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x",
-                                       out.compute_shards);
+  std::string text =
+      concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x", out.compute_shards);
   if (has_target) {
     text += concat(cp.meets_target ? "" : " (over the target even at 1x1)", ", target ", d::ms(T),
-                              " ms for the layers (", out.word_rows, " word rows read first)");
+                   " ms for the layers (", out.word_rows, " word rows read first)");
   }
   if (out.dropped_shards + out.dropped_layers > 0) {
-    text += concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ",
-                              out.dropped_shards, " shards and ", out.dropped_layers, " layers dropped)");
+    text += concat("; shrunk to ", out.layers(), " layers, ", out.shards(), " shards (IO-bound: ", out.dropped_shards,
+                   " shards and ", out.dropped_layers, " layers dropped)");
   }
   text += concat("; preload ", out.preload.size(), " versions at ", out.preload_bits, " bits");
   if (options.preload_held) text += concat(" (", ctx.held_of(out.preload).size(), " held now)");
-  text += concat("; ", how,
-                            "; compute ", d::ms(out.compute_ms), " ms, estimated ", d::ms(out.estimated_ms), " ms");
+  text += concat("; ", how, "; compute ", d::ms(out.compute_ms), " ms, estimated ", d::ms(out.estimated_ms), " ms");
   if (!out.meets_target) text += "; misses the target";
   out.explain = std::move(text);
   return out;

@@ -101,7 +101,7 @@ inline double l1_error(std::span<const float> sorted, std::span<const float> cen
 }
 
 struct DictionaryFit {
-  std::vector<float> centroids;  // 2^bits, ascending
+  std::vector<float> centroids;   // 2^bits, ascending
   double l1_before_refine = 0.0;  // mean |w - centroid| of the equal-population dictionary
   double l1 = 0.0;                // ... of the returned dictionary
   std::size_t refine_steps = 0;   // Lloyd steps that lowered the error

@@ -32,9 +32,7 @@ namespace stile::quant {
 
 inline constexpr std::size_t kGroupRows = 16;
 
-inline constexpr bool is_supported_bits(unsigned bits) noexcept {
-  return (bits >= 2 && bits <= 6) || bits == 32;
-}
+inline constexpr bool is_supported_bits(unsigned bits) noexcept { return (bits >= 2 && bits <= 6) || bits == 32; }
 
 inline void require_supported_bits(unsigned bits) {
   require(is_supported_bits(bits),
@@ -46,9 +44,7 @@ inline constexpr std::size_t slab_bytes(unsigned bits) noexcept {
   return bits == 32 ? kGroupRows * sizeof(float) : 2 * std::size_t{bits};
 }
 
-inline constexpr std::size_t row_groups(std::size_t rows) noexcept {
-  return (rows + kGroupRows - 1) / kGroupRows;
-}
+inline constexpr std::size_t row_groups(std::size_t rows) noexcept { return (rows + kGroupRows - 1) / kGroupRows; }
 
 // Bytes of the slabs of a rows x cols matrix.
 inline constexpr std::size_t packed_bytes(std::size_t rows, std::size_t cols, unsigned bits) noexcept {
@@ -79,7 +75,8 @@ inline unsigned slab_index(unsigned bits, const std::uint8_t* slab, std::size_t 
   const unsigned lo = low_plane_bits(bits), hi = high_plane_bits(bits);
   auto field = [](const std::uint8_t* plane, unsigned w, std::size_t lane) {
     const std::size_t bit = w * lane;
-    const unsigned two = unsigned(plane[bit / 8]) | (bit / 8 + 1 < plane_bytes(w) ? unsigned(plane[bit / 8 + 1]) << 8 : 0u);
+    const unsigned two =
+        unsigned(plane[bit / 8]) | (bit / 8 + 1 < plane_bytes(w) ? unsigned(plane[bit / 8 + 1]) << 8 : 0u);
     return (two >> (bit % 8)) & ((1u << w) - 1);
   };
   unsigned index = field(slab, lo, j);

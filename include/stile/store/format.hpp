@@ -45,9 +45,9 @@ namespace stile {
 // in place; every machine stile targets (x86-64, aarch64) is little-endian, as the format is.
 static_assert(std::endian::native == std::endian::little, "the shard store format is little-endian");
 
-inline constexpr std::size_t kShardStoreAlign = 4096;          // every section starts at a multiple
-inline constexpr std::size_t kShardStoreHeaderBytes = 4096;    // the fixed header
-inline constexpr std::uint32_t kShardStoreFormatVersion = 1;   // the version this code reads and writes
+inline constexpr std::size_t kShardStoreAlign = 4096;         // every section starts at a multiple
+inline constexpr std::size_t kShardStoreHeaderBytes = 4096;   // the fixed header
+inline constexpr std::uint32_t kShardStoreFormatVersion = 1;  // the version this code reads and writes
 inline constexpr std::string_view kShardStoreMagic = "STILESHD";
 inline constexpr std::string_view kShardStoreFormatName = "stile-shards";  // the manifest's "format"
 // A manifest larger than this is refused before it is read (a real one is a few MB at most: BERT
@@ -90,12 +90,9 @@ template <class... Parts>
 
 // Byte offsets of the header's fields.
 inline constexpr std::size_t kVersionAt = 8, kHeaderSizeAt = 12, kManifestOffsetAt = 16, kManifestSizeAt = 24,
-                             kFileSizeAt = 32, kManifestChecksumAt = 40, kHeaderChecksumAt = 48,
-                             kHeaderFieldsEnd = 56;
+                             kFileSizeAt = 32, kManifestChecksumAt = 40, kHeaderChecksumAt = 48, kHeaderFieldsEnd = 56;
 
-inline std::uint64_t xxh3(std::span<const std::byte> bytes) noexcept {
-  return XXH3_64bits(bytes.data(), bytes.size());
-}
+inline std::uint64_t xxh3(std::span<const std::byte> bytes) noexcept { return XXH3_64bits(bytes.data(), bytes.size()); }
 inline std::uint32_t row_checksum(std::span<const std::byte> row) noexcept {
   return static_cast<std::uint32_t>(xxh3(row));
 }
@@ -175,8 +172,8 @@ inline ShardStoreHeader parse_header(std::span<const std::byte> prefix, std::uin
   h.version = static_cast<std::uint32_t>(load_le(prefix.data() + kVersionAt, 4));
   if (h.version != kShardStoreFormatVersion) {
     fail(file, "format version ", h.version, " is not supported (this reader supports version ",
-         kShardStoreFormatVersion, h.version > kShardStoreFormatVersion ? "; the store was written by a newer stile)"
-                                                                        : ")");
+         kShardStoreFormatVersion,
+         h.version > kShardStoreFormatVersion ? "; the store was written by a newer stile)" : ")");
   }
   h.header_size = static_cast<std::uint32_t>(load_le(prefix.data() + kHeaderSizeAt, 4));
   if (h.header_size != kShardStoreHeaderBytes) {
@@ -210,8 +207,8 @@ inline ShardStoreHeader parse_header(std::span<const std::byte> prefix, std::uin
          " bytes");
   }
   if (h.manifest_size == 0 || h.manifest_size > file_size || h.manifest_offset != file_size - h.manifest_size) {
-    fail(file, "the manifest (", h.manifest_size, " bytes at byte ", h.manifest_offset,
-         ") does not end the file (", file_size, " bytes)");
+    fail(file, "the manifest (", h.manifest_size, " bytes at byte ", h.manifest_offset, ") does not end the file (",
+         file_size, " bytes)");
   }
   if (h.manifest_offset < kShardStoreHeaderBytes || h.manifest_offset % kShardStoreAlign != 0) {
     fail(file, "the manifest starts at byte ", h.manifest_offset, ", which is not a multiple of ", kShardStoreAlign,

@@ -31,10 +31,10 @@ namespace stile {
 // What the manifest says about one shard version.
 struct ShardVersionInfo {
   unsigned bits = 32;
-  std::uint64_t offset = 0;   // in the file, a multiple of 4096
-  std::uint64_t size = 0;     // shard_version_layout(shape, bits, outliers).total
-  std::uint64_t checksum = 0; // XXH3-64 of the version's bytes
-  std::vector<float> dictionary;  // 2^bits centroids; empty at 32 bits
+  std::uint64_t offset = 0;                              // in the file, a multiple of 4096
+  std::uint64_t size = 0;                                // shard_version_layout(shape, bits, outliers).total
+  std::uint64_t checksum = 0;                            // XXH3-64 of the version's bytes
+  std::vector<float> dictionary;                         // 2^bits centroids; empty at 32 bits
   std::array<std::uint32_t, kShardMatrices> outliers{};  // per matrix, in ShardMatrix order
 };
 
@@ -48,18 +48,18 @@ struct ShardStoreManifest {
   nlohmann::json quantizer;    // opaque, as the converter wrote it
   ShardStoreSection vocab;
   struct WordTable {
-    std::uint64_t offset = 0;  // row r at offset + r * cols * 4
-    std::uint64_t rows = 0;    // vocab_size
-    std::uint64_t cols = 0;    // hidden
+    std::uint64_t offset = 0;         // row r at offset + r * cols * 4
+    std::uint64_t rows = 0;           // vocab_size
+    std::uint64_t cols = 0;           // hidden
     ShardStoreSection row_checksums;  // u32 per row: low 32 bits of XXH3-64 of the row's bytes
   } word;
   ShardStoreSection position;    // [max_position_embeddings x d] fp32
   ShardStoreSection token_type;  // [type_vocab_size x d] fp32
   ShardStoreSection ln;          // embedding LayerNorm: gamma [d] then beta [d], fp32
   struct Layer {
-    ShardStoreSection resident;  // kLayerResidentParts x d fp32
+    ShardStoreSection resident;                         // kLayerResidentParts x d fp32
     std::vector<std::vector<ShardVersionInfo>> shards;  // [shard][index of its bits in `bits`]
-    nlohmann::json stats;        // opaque; null when the manifest has none
+    nlohmann::json stats;                               // opaque; null when the manifest has none
   };
   std::vector<Layer> layers;
 };
@@ -79,8 +79,7 @@ inline std::uint64_t u64_member(const nlohmann::json& obj, const char* key, std:
 
 inline std::uint64_t checksum_member(const nlohmann::json& obj, std::string_view where, const std::string& file) {
   const nlohmann::json& v = json_member(obj, "checksum", where, file);
-  const std::optional<std::uint64_t> c =
-      v.is_string() ? parse_hex64(v.get_ref<const std::string&>()) : std::nullopt;
+  const std::optional<std::uint64_t> c = v.is_string() ? parse_hex64(v.get_ref<const std::string&>()) : std::nullopt;
   if (!c) fail(file, where, ": \"checksum\" must be 16 lowercase hex digits (XXH3-64), got ", json_excerpt(v));
   return *c;
 }
@@ -141,8 +140,8 @@ inline void check_no_overlap(std::vector<Extent>& extents, const std::string& fi
 }
 
 inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer, std::size_t shard, std::size_t index,
-                                      const ShardStoreManifest& m, const ShardStoreHeader& h,
-                                      const std::string& file, std::vector<Extent>& extents) {
+                                      const ShardStoreManifest& m, const ShardStoreHeader& h, const std::string& file,
+                                      std::vector<Extent>& extents) {
   const unsigned expected_bits = m.bits[index];
   const std::string where = shard_version_name(layer, shard, expected_bits);
   if (!v.is_object()) fail(file, where, ": the version entry is not a JSON object");
@@ -179,8 +178,8 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
     const auto which = static_cast<ShardMatrix>(i);
     const std::uint64_t cells = std::uint64_t{m.shape.rows(which)} * m.shape.cols(which);
     if (count > cells || (expected_bits == 32 && count != 0)) {
-      fail(file, where, ": impossible outlier count ", count, " for ", kShardMatrixNames[i], " (",
-           m.shape.rows(which), " x ", m.shape.cols(which), expected_bits == 32 ? ", 32-bit versions have none)" : ")");
+      fail(file, where, ": impossible outlier count ", count, " for ", kShardMatrixNames[i], " (", m.shape.rows(which),
+           " x ", m.shape.cols(which), expected_bits == 32 ? ", 32-bit versions have none)" : ")");
     }
     info.outliers[i] = static_cast<std::uint32_t>(count);
   }
@@ -257,8 +256,8 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
     m.word.rows = u64_member(word, "rows", where, file);
     m.word.cols = u64_member(word, "cols", where, file);
     if (m.word.rows != c.vocab_size || m.word.cols != d) {
-      fail(file, where, ": the table is ", m.word.rows, " x ", m.word.cols, ", the config needs vocab_size x hidden_size = ",
-           c.vocab_size, " x ", d);
+      fail(file, where, ": the table is ", m.word.rows, " x ", m.word.cols,
+           ", the config needs vocab_size x hidden_size = ", c.vocab_size, " x ", d);
     }
     check_range(m.word.offset, m.word.rows * m.word.cols * f32, where, "the table", h, file, extents);
     const std::string checks = "the word-embedding row checksums";
@@ -334,13 +333,14 @@ inline nlohmann::json manifest_json(const ShardStoreManifest& m, std::uint32_t v
   root["bits"] = m.bits;
   root["quantizer"] = m.quantizer;
   root["vocab"] = section_json(m.vocab);
-  root["embeddings"] = {
-      {"word",
-       {{"offset", m.word.offset}, {"rows", m.word.rows}, {"cols", m.word.cols},
-        {"row_checksums", section_json(m.word.row_checksums)}}},
-      {"position", section_json(m.position)},
-      {"token_type", section_json(m.token_type)},
-      {"ln", section_json(m.ln)}};
+  root["embeddings"] = {{"word",
+                         {{"offset", m.word.offset},
+                          {"rows", m.word.rows},
+                          {"cols", m.word.cols},
+                          {"row_checksums", section_json(m.word.row_checksums)}}},
+                        {"position", section_json(m.position)},
+                        {"token_type", section_json(m.token_type)},
+                        {"ln", section_json(m.ln)}};
   nlohmann::json layers = nlohmann::json::array();
   for (const ShardStoreManifest::Layer& layer : m.layers) {
     nlohmann::json lj = nlohmann::json::object();

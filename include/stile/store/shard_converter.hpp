@@ -32,8 +32,8 @@
 namespace stile {
 
 struct ConvertOptions {
-  std::size_t shards = 0;                           // M; 0 = one shard per attention head
-  std::vector<unsigned> bits{2, 3, 4, 5, 6, 32};    // the versions of every shard
+  std::size_t shards = 0;                         // M; 0 = one shard per attention head
+  std::vector<unsigned> bits{2, 3, 4, 5, 6, 32};  // the versions of every shard
   quant::QuantizerOptions quantizer;
   // Called after each shard of each layer: (shards done, shards in all).
   std::function<void(std::size_t, std::size_t)> progress;
@@ -42,11 +42,11 @@ struct ConvertOptions {
 // What the converter measured, for its summary table.
 struct ConvertReport {
   struct BitsStats {
-    std::size_t bytes = 0;         // all shard versions at these bits, as stored (with padding)
-    double mean_abs_error = 0.0;   // mean |w - decoded w| over every quantized weight
-    double relative_rmse = 0.0;    // sqrt(mean (w - decoded w)^2) / std of the weights
-    double l1_before_refine = 0.0; // mean |w - decoded w| of the non-outliers, before refinement
-    double l1_after_refine = 0.0;  // ... after (equal to before when refinement is off)
+    std::size_t bytes = 0;          // all shard versions at these bits, as stored (with padding)
+    double mean_abs_error = 0.0;    // mean |w - decoded w| over every quantized weight
+    double relative_rmse = 0.0;     // sqrt(mean (w - decoded w)^2) / std of the weights
+    double l1_before_refine = 0.0;  // mean |w - decoded w| of the non-outliers, before refinement
+    double l1_after_refine = 0.0;   // ... after (equal to before when refinement is off)
   };
   std::size_t shards = 0;
   std::vector<double> outlier_fraction;  // per layer
@@ -73,7 +73,9 @@ inline std::vector<float> row_slice(const std::vector<float>& w, std::size_t col
 inline std::vector<float> col_slice(const std::vector<float>& w, std::size_t rows, std::size_t cols, std::size_t c0,
                                     std::size_t n) {
   std::vector<float> out(rows * n);
-  for (std::size_t r = 0; r < rows; ++r) std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(r * cols + c0), n, out.begin() + static_cast<std::ptrdiff_t>(r * n));
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(r * cols + c0), n,
+                out.begin() + static_cast<std::ptrdiff_t>(r * n));
   return out;
 }
 
@@ -132,7 +134,8 @@ inline EncodedShard encode_shard(const converter_detail::ShardWeights& sw, const
       quant::pack_f32(rows, cols, sw.matrices[m].data(), reinterpret_cast<float*>(base + layout.packed[m].offset));
       continue;
     }
-    quant::pack_indices(rows, cols, bits, q[m].indices.data(), reinterpret_cast<std::uint8_t*>(base + layout.packed[m].offset));
+    quant::pack_indices(rows, cols, bits, q[m].indices.data(),
+                        reinterpret_cast<std::uint8_t*>(base + layout.packed[m].offset));
     std::memcpy(base + layout.outlier_keys[m].offset, q[m].outlier_keys.data(), layout.outlier_keys[m].size);
     std::memcpy(base + layout.outlier_values[m].offset, q[m].outlier_values.data(), layout.outlier_values[m].size);
     if (abs_sum != nullptr) {  // the error of the decoded weights: centroid, or exact for outliers
@@ -170,8 +173,9 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
   auto load = [&](const std::string& name, std::size_t rows, std::size_t cols) {
     const std::string full = prefix + name;
     const TensorInfo& t = file.tensor(full);
-    const std::vector<std::int64_t> want = cols == 0 ? std::vector<std::int64_t>{std::int64_t(rows)}
-                                                     : std::vector<std::int64_t>{std::int64_t(rows), std::int64_t(cols)};
+    const std::vector<std::int64_t> want = cols == 0
+                                               ? std::vector<std::int64_t>{std::int64_t(rows)}
+                                               : std::vector<std::int64_t>{std::int64_t(rows), std::int64_t(cols)};
     if (t.shape != want) fail_in_file(file.path(), "tensor '", full, "' has the wrong shape for config.json");
     std::vector<float> v = file.to_f32(full);
     for (float x : v) {
@@ -208,9 +212,9 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
     const std::vector<float> b1 = load(p + "intermediate.dense.bias", ff, 0);
     const std::vector<float> w2 = load(p + "output.dense.weight", d, ff);
     const std::array<std::vector<float>, 6> resident = {
-        load(p + "attention.output.dense.bias", d, 0), load(p + "attention.output.LayerNorm.weight", d, 0),
+        load(p + "attention.output.dense.bias", d, 0),     load(p + "attention.output.LayerNorm.weight", d, 0),
         load(p + "attention.output.LayerNorm.bias", d, 0), load(p + "output.dense.bias", d, 0),
-        load(p + "output.LayerNorm.weight", d, 0), load(p + "output.LayerNorm.bias", d, 0)};
+        load(p + "output.LayerNorm.weight", d, 0),         load(p + "output.LayerNorm.bias", d, 0)};
 
     // The Gaussian of the whole layer's shard weights decides what is an outlier in every shard.
     const std::array<std::span<const float>, 6> parts = {wq, wk, wv, wo, w1, w2};
@@ -235,7 +239,8 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
       sw.matrices[3] = col_slice(wo, d, d, s * a, a);
       sw.matrices[4] = row_slice(w1, d, s * f, f);
       sw.matrices[5] = col_slice(w2, d, ff, s * f, f);
-      for (const auto* b : {&bq, &bk, &bv}) sw.biases.insert(sw.biases.end(), b->begin() + std::ptrdiff_t(s * a), b->begin() + std::ptrdiff_t((s + 1) * a));
+      for (const auto* b : {&bq, &bk, &bv})
+        sw.biases.insert(sw.biases.end(), b->begin() + std::ptrdiff_t(s * a), b->begin() + std::ptrdiff_t((s + 1) * a));
       sw.biases.insert(sw.biases.end(), b1.begin() + std::ptrdiff_t(s * f), b1.begin() + std::ptrdiff_t((s + 1) * f));
       for (unsigned b : bits) {
         ConvertReport::BitsStats& st = report.bits[b];
@@ -245,8 +250,10 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
       }
       if (options.progress) options.progress(l * M + s + 1, total_shards);
     }
-    nlohmann::json stats = {{"gaussian_mean", gauss.mean}, {"gaussian_std", std::sqrt(gauss.variance)},
-                            {"outliers", outliers}, {"weights", weights}};
+    nlohmann::json stats = {{"gaussian_mean", gauss.mean},
+                            {"gaussian_std", std::sqrt(gauss.variance)},
+                            {"outliers", outliers},
+                            {"weights", weights}};
     writer.add_layer(resident, shards, stats);
   }
   writer.finish();

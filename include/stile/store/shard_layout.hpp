@@ -32,30 +32,34 @@ inline constexpr std::array<const char*, kShardMatrices> kShardMatrixNames = {
 
 // The dimensions of one shard of a layer.
 struct ShardShape {
-  std::size_t hidden = 0;          // d
-  std::size_t attn_rows = 0;       // d / M: rows of each of Q, K, V (= columns of W_o)
-  std::size_t heads = 0;           // H / M
-  std::size_t ffn_rows = 0;        // d_ff / M: rows of W_1 (= columns of W_2)
+  std::size_t hidden = 0;     // d
+  std::size_t attn_rows = 0;  // d / M: rows of each of Q, K, V (= columns of W_o)
+  std::size_t heads = 0;      // H / M
+  std::size_t ffn_rows = 0;   // d_ff / M: rows of W_1 (= columns of W_2)
 
   static ShardShape of(const BertConfig& c, std::size_t shards) {
     require(shards > 0 && c.num_heads % shards == 0 && c.intermediate % shards == 0,
             "shard layout: " + std::to_string(shards) + " shards do not divide the model's " +
-                std::to_string(c.num_heads) + " heads and " + std::to_string(c.intermediate) +
-                " FFN neurons evenly");
+                std::to_string(c.num_heads) + " heads and " + std::to_string(c.intermediate) + " FFN neurons evenly");
     return {c.hidden, c.hidden / shards, c.num_heads / shards, c.intermediate / shards};
   }
 
   std::size_t rows(ShardMatrix m) const noexcept {
     switch (m) {
-      case ShardMatrix::kQuery: case ShardMatrix::kKey: case ShardMatrix::kValue: return attn_rows;
-      case ShardMatrix::kAttnOut: case ShardMatrix::kFfnOut: return hidden;
+      case ShardMatrix::kQuery:
+      case ShardMatrix::kKey:
+      case ShardMatrix::kValue: return attn_rows;
+      case ShardMatrix::kAttnOut:
+      case ShardMatrix::kFfnOut: return hidden;
       case ShardMatrix::kFfnIn: return ffn_rows;
     }
     return 0;
   }
   std::size_t cols(ShardMatrix m) const noexcept {
     switch (m) {
-      case ShardMatrix::kQuery: case ShardMatrix::kKey: case ShardMatrix::kValue:
+      case ShardMatrix::kQuery:
+      case ShardMatrix::kKey:
+      case ShardMatrix::kValue:
       case ShardMatrix::kFfnIn: return hidden;
       case ShardMatrix::kAttnOut: return attn_rows;
       case ShardMatrix::kFfnOut: return ffn_rows;

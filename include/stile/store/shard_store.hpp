@@ -172,7 +172,9 @@ class ShardStore {
   std::size_t shards_per_layer() const noexcept { return m_.shards_per_layer; }
   const ShardShape& shard_shape() const noexcept { return m_.shape; }
   const std::vector<unsigned>& bits() const noexcept { return m_.bits; }
-  bool has_bits(unsigned bits) const noexcept { return std::find(m_.bits.begin(), m_.bits.end(), bits) != m_.bits.end(); }
+  bool has_bits(unsigned bits) const noexcept {
+    return std::find(m_.bits.begin(), m_.bits.end(), bits) != m_.bits.end();
+  }
   const nlohmann::json& quantizer() const noexcept { return m_.quantizer; }
   // The converter's statistics of a layer; null when it wrote none.
   const nlohmann::json& layer_stats(std::size_t layer) const { return m_.layers[check_layer(layer)].stats; }
@@ -186,9 +188,8 @@ class ShardStore {
     }
     const auto it = std::find(m_.bits.begin(), m_.bits.end(), bits);
     if (it == m_.bits.end()) {
-      shard_store_detail::fail(name_, shard_version_name(layer, shard, bits),
-                               ": the store has no versions at ", bits, " bits (it has ",
-                               shard_store_detail::bits_to_string(m_.bits), ")");
+      shard_store_detail::fail(name_, shard_version_name(layer, shard, bits), ": the store has no versions at ", bits,
+                               " bits (it has ", shard_store_detail::bits_to_string(m_.bits), ")");
     }
     return m_.layers[layer].shards[shard][static_cast<std::size_t>(it - m_.bits.begin())];
   }
@@ -245,8 +246,7 @@ class ShardStore {
       shard_store_detail::fail(name_, what, ": ", bytes.size(), " bytes given, the version has ", info.size);
     }
     check_sum(bytes, info.checksum, what);
-    return ShardView::parse(bytes, m_.shape, bits, info.dictionary, info.outliers,
-                            concat(name_, ": ", what));
+    return ShardView::parse(bytes, m_.shape, bits, info.dictionary, info.outliers, concat(name_, ": ", what));
   }
 
   LayerResident read_resident(std::size_t layer) const {
@@ -376,8 +376,8 @@ class ShardStore {
       shard_store_detail::fail(name_, "reading ", what, ": ", e.code().message());
     }
     if (got != out.size()) {
-      shard_store_detail::fail(name_, "reading ", what, ": got only ", got, " of the ", out.size(),
-                               " bytes at byte ", offset, ": the file ended early (truncated after it was opened?)");
+      shard_store_detail::fail(name_, "reading ", what, ": got only ", got, " of the ", out.size(), " bytes at byte ",
+                               offset, ": the file ended early (truncated after it was opened?)");
     }
   }
 
@@ -391,8 +391,9 @@ class ShardStore {
     if (!options_.verify_checksums) return;
     const std::uint64_t actual = shard_store_detail::xxh3(bytes);
     if (actual != checksum) {
-      shard_store_detail::fail(name_, what, ": checksum mismatch (the manifest says ", shard_store_detail::hex64(checksum),
-                               ", the bytes hash to ", shard_store_detail::hex64(actual), "): the file is damaged");
+      shard_store_detail::fail(name_, what, ": checksum mismatch (the manifest says ",
+                               shard_store_detail::hex64(checksum), ", the bytes hash to ",
+                               shard_store_detail::hex64(actual), "): the file is damaged");
     }
   }
 

@@ -30,8 +30,7 @@ struct ShardView {
   // bits); both must outlive the view. `what` names the version in errors ("store.stile: layer 3
   // shard 5 at 4 bits").
   static ShardView parse(std::span<const std::byte> bytes, const ShardShape& shape, unsigned bits,
-                         std::span<const float> dictionary,
-                         const std::array<std::uint32_t, kShardMatrices>& outliers,
+                         std::span<const float> dictionary, const std::array<std::uint32_t, kShardMatrices>& outliers,
                          const std::string& what) {
     auto fail = [&](const std::string& problem) { throw Error("stile: " + what + ": " + problem); };
     if (!quant::is_supported_bits(bits)) fail("unsupported bitwidth " + std::to_string(bits));
@@ -43,8 +42,7 @@ struct ShardView {
     for (std::size_t m = 0; m < kShardMatrices; ++m) {
       const auto which = static_cast<ShardMatrix>(m);
       if (outliers[m] > shape.rows(which) * shape.cols(which) || (bits == 32 && outliers[m] != 0)) {
-        fail(std::string("impossible outlier count ") + std::to_string(outliers[m]) + " for " +
-             kShardMatrixNames[m]);
+        fail(std::string("impossible outlier count ") + std::to_string(outliers[m]) + " for " + kShardMatrixNames[m]);
       }
     }
     const ShardVersionLayout layout = shard_version_layout(shape, bits, outliers);
@@ -71,8 +69,7 @@ struct ShardView {
       const std::uint64_t limit = quant::row_groups(d.n_rows) * d.n_cols * quant::kGroupRows;
       for (std::size_t i = 0; i < d.n_outliers; ++i) {
         const std::uint32_t key = d.outlier_keys[i];
-        if (key >= limit || quant::outlier_row(key, d.n_cols) >= d.n_rows ||
-            (i > 0 && key <= d.outlier_keys[i - 1])) {
+        if (key >= limit || quant::outlier_row(key, d.n_cols) >= d.n_rows || (i > 0 && key <= d.outlier_keys[i - 1])) {
           fail(std::string("outlier ") + std::to_string(i) + " of " + kShardMatrixNames[m] +
                " has a bad position (out of range or not ascending)");
         }

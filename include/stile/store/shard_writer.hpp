@@ -71,8 +71,8 @@ class ShardStoreWriter {
  public:
   struct Version {
     unsigned bits = 32;
-    ShardBlob blob;                  // exactly shard_version_layout(shape, bits, outliers).total bytes
-    std::vector<float> dictionary;   // 2^bits finite centroids; empty at 32 bits
+    ShardBlob blob;                 // exactly shard_version_layout(shape, bits, outliers).total bytes
+    std::vector<float> dictionary;  // 2^bits finite centroids; empty at 32 bits
     std::array<std::uint32_t, kShardMatrices> outliers{};
   };
 
@@ -172,7 +172,7 @@ class ShardStoreWriter {
     guarded([&] { add_layer_impl(resident, shards, stats); });
   }
   template <class Vector>
-    requires std::convertible_to<const Vector&, std::span<const float>>
+  requires std::convertible_to<const Vector&, std::span<const float>>
   void add_layer(const std::array<Vector, kLayerResidentParts>& resident, std::span<const std::vector<Version>> shards,
                  const nlohmann::json& stats = nullptr) {
     std::array<std::span<const float>, kLayerResidentParts> spans;
@@ -274,7 +274,8 @@ class ShardStoreWriter {
   void write(std::span<const std::byte> bytes) {
     std::size_t done = 0;
     while (done < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
+      const ssize_t n =
+          ::write(fd_, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
       if (n < 0) {
         if (errno == EINTR) continue;
         fail("cannot write the temporary file ", temp_path_.string(), ": ", errno_text());

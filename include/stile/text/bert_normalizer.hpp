@@ -32,10 +32,9 @@ namespace bert_chars {
 
 template <std::size_t N>
 [[nodiscard]] constexpr bool in_ranges(const bert_tables::CodePointRange (&ranges)[N], char32_t c) noexcept {
-  const auto* after = std::upper_bound(std::begin(ranges), std::end(ranges), c,
-                                       [](char32_t value, const bert_tables::CodePointRange& range) {
-                                         return value < range.first;
-                                       });
+  const auto* after =
+      std::upper_bound(std::begin(ranges), std::end(ranges), c,
+                       [](char32_t value, const bert_tables::CodePointRange& range) { return value < range.first; });
   return after != std::begin(ranges) && c <= std::prev(after)->last;
 }
 
@@ -43,8 +42,8 @@ template <std::size_t N>
 // U+0085, but clean_text drops those as controls before it looks for whitespace.)
 [[nodiscard]] constexpr bool is_whitespace(char32_t c) noexcept {
   if (c < 0x80) return c == U' ' || c == U'\t' || c == U'\n' || c == U'\r';
-  return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 // The characters clean_text removes.
@@ -79,9 +78,9 @@ template <std::size_t N>
 // longer, and BertNormalizer handles it before this is called.
 [[nodiscard]] inline char32_t to_lower(char32_t c) noexcept {
   if (c < 0x80) return (c >= U'A' && c <= U'Z') ? c + 32 : c;
-  const auto* override_it = std::lower_bound(
-      std::begin(bert_tables::kLowercaseOverrides), std::end(bert_tables::kLowercaseOverrides), c,
-      [](const bert_tables::LowercaseOverride& entry, char32_t value) { return entry.from < value; });
+  const auto* override_it =
+      std::lower_bound(std::begin(bert_tables::kLowercaseOverrides), std::end(bert_tables::kLowercaseOverrides), c,
+                       [](const bert_tables::LowercaseOverride& entry, char32_t value) { return entry.from < value; });
   if (override_it != std::end(bert_tables::kLowercaseOverrides) && override_it->from == c) return override_it->to;
   return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
 }
@@ -172,8 +171,8 @@ class BertNormalizer {
       parts[0] = static_cast<utf8proc_int32_t>(c);
     } else {
       int boundclass = 0;
-      count = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), parts, kMaxDecomposition,
-                                      UTF8PROC_DECOMPOSE, &boundclass);
+      count = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), parts, kMaxDecomposition, UTF8PROC_DECOMPOSE,
+                                      &boundclass);
       if (count <= 0 || count > kMaxDecomposition) {  // cannot happen for a scalar value; stay safe
         parts[0] = static_cast<utf8proc_int32_t>(c);
         count = 1;

@@ -57,18 +57,16 @@ class Vocab {
       if (line_end == std::string_view::npos) {
         line_end = next = contents.size();
       } else {
-        next = line_end + ((contents[line_end] == '\r' && line_end + 1 < contents.size() &&
-                            contents[line_end + 1] == '\n')
-                               ? 2
-                               : 1);
+        next =
+            line_end +
+            ((contents[line_end] == '\r' && line_end + 1 < contents.size() && contents[line_end + 1] == '\n') ? 2 : 1);
       }
       vocab.add_line(contents.substr(line_begin, line_end - line_begin));
       line_begin = next;
     }
     for (const std::string_view required : kRequiredTokens) {
       if (!vocab.find(required)) {
-        fail_in_file(source, "the vocabulary has no ", required,
-                                " token (is this a BERT WordPiece vocab.txt?)");
+        fail_in_file(source, "the vocabulary has no ", required, " token (is this a BERT WordPiece vocab.txt?)");
       }
     }
     return vocab;
@@ -98,8 +96,7 @@ class Vocab {
   // The token of an id (the line's text).
   [[nodiscard]] const std::string& token(std::int32_t id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size()) {
-      fail_in_file(source_, "token id ", id, " is out of range (the vocabulary has ",
-                              tokens_.size(), " tokens)");
+      fail_in_file(source_, "token id ", id, " is out of range (the vocabulary has ", tokens_.size(), " tokens)");
     }
     return tokens_[static_cast<std::size_t>(id)];
   }

@@ -95,7 +95,8 @@ class WordPieceTokenizer {
         sep_id_(vocab_.id_of("[SEP]")),
         unk_id_(vocab_.id_of("[UNK]")),
         pad_id_(vocab_.id_of("[PAD]")) {
-    require(options_.max_length >= 2, "WordPieceTokenizer: options.max_length must leave room for [CLS] and [SEP] (>= 2)");
+    require(options_.max_length >= 2,
+            "WordPieceTokenizer: options.max_length must leave room for [CLS] and [SEP] (>= 2)");
     for (const std::string_view special : {"[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]"}) {
       if (const auto id = vocab_.find(special)) special_tokens_.push_back({special, *id});
     }
@@ -146,7 +147,8 @@ class WordPieceTokenizer {
     return encode_pair(first, second, options_.max_length);
   }
   [[nodiscard]] Encoding encode_pair(std::string_view first, std::string_view second, std::size_t max_length) const {
-    require(max_length >= 3, "WordPieceTokenizer::encode_pair: max_length must leave room for [CLS] and two [SEP] (>= 3)");
+    require(max_length >= 3,
+            "WordPieceTokenizer::encode_pair: max_length must leave room for [CLS] and two [SEP] (>= 3)");
     check_utf8(first, "the first text");
     check_utf8(second, "the second text");
     Scratch scratch;
@@ -171,7 +173,7 @@ class WordPieceTokenizer {
 
   // encode() of each text, padded to the longest by default.
   template <std::ranges::input_range Texts>
-    requires std::convertible_to<std::ranges::range_reference_t<Texts>, std::string_view>
+  requires std::convertible_to<std::ranges::range_reference_t<Texts>, std::string_view>
   [[nodiscard]] std::vector<Encoding> encode_batch(const Texts& texts, Padding padding = Padding::longest) const {
     std::vector<Encoding> batch;
     if constexpr (std::ranges::sized_range<Texts>) batch.reserve(std::ranges::size(texts));
@@ -217,7 +219,7 @@ class WordPieceTokenizer {
     if (options_.invalid_utf8 != InvalidUtf8::error) return;
     if (const std::size_t bad = utf8::find_invalid(text); bad != std::string_view::npos) {
       throw Error(concat("stile: WordPieceTokenizer: ", which,
-                                    " is not valid UTF-8 (ill-formed byte sequence at byte offset ", bad, ")"));
+                         " is not valid UTF-8 (ill-formed byte sequence at byte offset ", bad, ")"));
     }
   }
 
@@ -276,8 +278,7 @@ class WordPieceTokenizer {
     const std::size_t chars = word.size();
     for (std::size_t begin = 0; begin < chars;) {
       const bool continuation = begin > 0;
-      const std::size_t longest =
-          continuation ? vocab_.longest_continuation_bytes() : vocab_.longest_token_bytes();
+      const std::size_t longest = continuation ? vocab_.longest_continuation_bytes() : vocab_.longest_token_bytes();
       std::size_t end = chars;
       while (end > begin && char_ends[end] - char_ends[begin] > longest) --end;  // cannot match
       std::optional<std::int32_t> id;
