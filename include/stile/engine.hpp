@@ -25,7 +25,7 @@
 //   layer compute   ops/layer_compute.hpp (one interface: CPU today; a split layer later)
 //   IO | compute    pipeline/layer_pipeline.hpp (the coroutine pipeline over the working buffer,
 //                   pipeline/working_buffer.hpp; the preload buffer, pipeline/preload_buffer.hpp)
-//   pooling, head   model/bert_model.hpp (pool_tokens), model/classifier.hpp
+//   pooling, head   model/pooling.hpp, model/classifier.hpp
 //
 // Thread safety: requests and setters may come from any thread; they take turns (a setter called
 // during a request takes effect when that request ends).
