@@ -7,10 +7,7 @@
 // STILE_FOR_EACH_GEMM_INSTANCE(X) calls X(Weights, Epilogue) for every codec x epilogue pair with
 // DefaultTiles. Adding a codec means adding it here, to the parts of instantiate_kernels.hpp, and
 // its PanelDecoder to the -inl.h files.
-#include "stile/kernels/codec.hpp"
-#include "stile/kernels/epilogue.hpp"
-#include "stile/kernels/gemm_args.hpp"
-#include "stile/kernels/tiles.hpp"
+#include "stile/kernels/gemm.hpp"  // GemmConfig, detail::run_gemm (gemm.hpp includes this at its end)
 
 #define STILE_GEMM_EPILOGUES(X, W)  \
   X(W, ::stile::epilogue::None)     \
