@@ -89,8 +89,16 @@ class LayerReader {
     return contiguous_reads(store_, layer, versions, alignment());
   }
   // The buffer bytes read() needs for these versions.
+  // (Each version rounded up to the alignment, as layout_layer_read places them; no sort needed:
+  // the engine asks this for every layer of every request, to size its read slots.)
   std::size_t buffer_bytes(std::size_t layer, std::span<const ShardChoice> versions) const {
-    return layout_layer_read(store_, layer, versions, alignment()).buffer_bytes;
+    const std::size_t a = alignment();
+    std::size_t bytes = 0;
+    for (const ShardChoice& c : versions) {
+      const auto size = static_cast<std::size_t>(store_.version_info(layer, c.shard, c.bits).size);
+      bytes += (size + a - 1) / a * a;
+    }
+    return bytes;
   }
 
   // Reads `versions` of `layer` into `buffer` (at least buffer_bytes(), aligned for the backend),
