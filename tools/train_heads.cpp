@@ -1,7 +1,7 @@
 // train_heads: the SST-2 classification heads of a shard store, one per submodel shape
-// (eval/heads_file.hpp). Each head is a logistic regression (model/linear_head.hpp) on the
+// (model/heads_file.hpp). Each head is a logistic regression (model/linear_head.hpp) on the
 // mean-pooled, L2-normalized embeddings that its submodel (n layers x m shards, every shard at 32
-// bits) gives the head-training part of train.tsv (eval/sst2.hpp: seed 20261123, 8000 rows),
+// bits) gives the head-training part of train.tsv (calibrate/sst2.hpp: seed 20261123, 8000 rows),
 // scored on the calibration part (the next 1000 rows): the planner compares shapes by that score.
 // The gold head is the full model's. dev.tsv is only used to report the gold head's accuracy.
 //

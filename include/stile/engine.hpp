@@ -98,7 +98,7 @@ struct EngineResult {
 
 class Engine {
  public:
-  // Opens the store and its backend; with a device profile (examples/profile), the two-stage
+  // Opens the store and its backend; with a device profile (tools/profile), the two-stage
   // planner plans each request for the target, else every request runs the whole model at the
   // highest stored bitwidth. Throws stile::Error naming the file on a bad store or profile.
   explicit Engine(const std::filesystem::path& store_path, EngineOptions options = {});
@@ -126,7 +126,7 @@ class Engine {
   void set_preload_budget(std::size_t bytes);
   // One head for every plan (set_heads' per-shape heads take precedence when both are set).
   void set_head(LinearHead head);
-  // A head per submodel shape (examples/train_heads): each request is classified by the head of
+  // A head per submodel shape (tools/train_heads): each request is classified by the head of
   // its plan's shape (none, no label: a plan of uneven widths, or a shape the file lacks), and the
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.

@@ -104,7 +104,7 @@ class EngineCore {
     std::lock_guard<std::mutex> lock(mutex_);
     classifier_.set_head(std::move(head));
   }
-  // A head per submodel shape (examples/train_heads): each request is classified by the head of
+  // A head per submodel shape (tools/train_heads): each request is classified by the head of
   // its plan's shape (none, no label: a plan of uneven widths, or a shape the file lacks), and the
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.
@@ -247,7 +247,7 @@ class EngineCore {
   ElasticPlan plan_locked(std::size_t tokens, std::optional<std::size_t> word_rows = {},
                           const std::function<bool(const ShardKey&)>& held = {}) {
     if (planner_) return planner_->plan(tokens, word_rows, held);
-    require(options_.target_ms <= 0, "engine: a latency target needs a device profile (examples/profile makes one)");
+    require(options_.target_ms <= 0, "engine: a latency target needs a device profile (tools/profile makes one)");
     ElasticPlan whole;
     whole.submodel =
         SubmodelPlan::uniform(store_.num_layers(), store_.shards_per_layer(), store_.bits().back(), options_.ranking);

@@ -2,7 +2,7 @@
 """The golden split indices of test_sst2.cpp, from an independent implementation.
 
 std::mt19937_64 written out from its definition in the C++ standard ([rand.eng.mers],
-[rand.predef]), and the same Fisher-Yates with rejection as eval/sst2.hpp. Pure Python, no
+[rand.predef]), and the same Fisher-Yates with rejection as calibrate/sst2.hpp. Pure Python, no
 packages: run it and compare with the numbers hard-coded in test_sst2.cpp.
 """
 MASK = (1 << 64) - 1

@@ -1,4 +1,4 @@
-// plan/importance.hpp and eval/layerwise.hpp on a tiny random BERT (2 layers x 2 shards, bits
+// plan/importance.hpp and calibrate/layerwise.hpp on a tiny random BERT (2 layers x 2 shards, bits
 // {2, 32}) converted on the spot, with a hand-made head: the layer-at-a-time runner equals
 // ShardedBert::encode; every configuration of the profile (which starts at the raised layer from
 // cached base states) equals a from-scratch ShardedBert run of that configuration; the ranking is

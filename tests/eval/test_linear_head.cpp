@@ -1,4 +1,4 @@
-// model/linear_head.hpp and eval/heads_file.hpp: the head's logits and prediction, the logistic
+// model/linear_head.hpp and model/heads_file.hpp: the head's logits and prediction, the logistic
 // regression (its objective's gradient against a hand derivation and finite differences, a
 // separable problem solved exactly, determinism across thread counts), and the heads file's JSON
 // round trip and refusals.

@@ -1,4 +1,4 @@
-// eval/sst2.hpp: the GLUE TSV reader (every bad row refused with the file and line) and the
+// calibrate/sst2.hpp: the GLUE TSV reader (every bad row refused with the file and line) and the
 // seeded split (deterministic, disjoint, and the same on every platform).
 #include "stile/calibrate/sst2.hpp"
 

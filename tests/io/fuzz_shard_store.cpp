@@ -1,4 +1,4 @@
-// libFuzzer target for the shard store reader (io/shard_store.hpp). Any byte string must either
+// libFuzzer target for the shard store reader (store/shard_store.hpp). Any byte string must either
 // be refused with a stile::Error or give a store whose every read stays inside the input; anything
 // else (a crash, a sanitizer report, another exception type escaping) is a bug.
 //

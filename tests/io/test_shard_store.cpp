@@ -1,4 +1,4 @@
-// The shard store (io/shard_store.hpp): a small synthetic store written with ShardStoreWriter
+// The shard store (store/shard_store.hpp): a small synthetic store written with ShardStoreWriter
 // reads back byte for byte (shard versions at every bitwidth, dictionaries, outlier counts,
 // residents, embeddings, word rows, vocabulary), and every kind of damage is refused with a
 // stile::Error naming the file and the problem; the writer never leaves a partial file.

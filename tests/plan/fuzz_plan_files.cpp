@@ -1,5 +1,5 @@
 // libFuzzer target for the readers of the planner's input files, all outside bytes: the device
-// profile (plan/device_profile.hpp), the classification heads (eval/heads_file.hpp) and the
+// profile (plan/device_profile.hpp), the classification heads (model/heads_file.hpp) and the
 // importance profile (plan/importance.hpp). Every input goes through the strict JSON parser and
 // each reader; each must refuse it with a stile::Error or accept it, and what it accepts must
 // answer the lookups its users make. Anything else (a crash, a sanitizer report, another exception

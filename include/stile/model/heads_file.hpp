@@ -1,12 +1,12 @@
 #pragma once
 // The classification heads of a shard store, one per submodel shape, in one JSON file beside the
-// store (STORE.heads.json, written by examples/train_heads). A head is fit to the embeddings of
+// store (STORE.heads.json, written by tools/train_heads). A head is fit to the embeddings of
 // one submodel, so a submodel of another shape needs its own.
 //
 //   {
 //     "format": "stile-heads",                  exactly this
 //     "version": 2,                             2 added "calibration_accuracy" (version 1 files:
-//                                               run examples/train_heads again)
+//                                               run tools/train_heads again)
 //     "store": "minilm.stile",                  the shard store's file name
 //     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
 //     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
@@ -195,7 +195,7 @@ struct HeadsFile {
       std::string have;
       for (const auto& [k, h] : heads) have += (have.empty() ? "" : ", ") + k;
       fail_in_file(file, "has no head \"", key, "\" (it has: ", have.empty() ? "none" : have,
-                   "); examples/train_heads makes them");
+                   "); tools/train_heads makes them");
     }
     return it->second;
   }
@@ -260,7 +260,7 @@ struct HeadsFile {
     const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
     if (version != kHeadsVersion) {
       fail_in_file(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion,
-                   "; examples/train_heads writes it)");
+                   "; tools/train_heads writes it)");
     }
     HeadsFile h;
     h.store = json_string_member(j, "store", "", file);

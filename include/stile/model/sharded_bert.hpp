@@ -1,5 +1,5 @@
 #pragma once
-// A BERT encoder run from a shard store (io/shard_store.hpp): any submodel, given as the shards
+// A BERT encoder run from a shard store (store/shard_store.hpp): any submodel, given as the shards
 // and bitwidth of each shard of each of its layers, computed layer by layer from the quantized
 // bytes. Resident: the embedding tables other than the word embeddings, each layer's resident
 // block, and the store's metadata; a request reads the word-embedding rows of its own tokens and

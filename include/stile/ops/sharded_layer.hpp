@@ -1,5 +1,5 @@
 #pragma once
-// One BERT encoder layer computed from shards (model/shard_layout.hpp): any m of the layer's M
+// One BERT encoder layer computed from shards (store/shard_layout.hpp): any m of the layer's M
 // shards, each a ShardView at its own bitwidth, plus the layer's resident block. The GEMMs run
 // straight on the quantized bytes: the shards' Q, K and V slices are stacked along the output
 // rows into one QKV weight, their W_o and W_2 column slices along the input columns, and the GEMM
@@ -35,7 +35,7 @@ struct LayerResidentView {
   const float* ln2_beta = nullptr;
 };
 
-// The view of a layer's resident block held as six vectors (io/shard_store.hpp's LayerResident;
+// The view of a layer's resident block held as six vectors (store/shard_store.hpp's LayerResident;
 // a template so that this header does not depend on the store's).
 template <class Resident>
 LayerResidentView resident_view(const Resident& r) noexcept {

@@ -6,7 +6,7 @@
 // It is measured offline, by calibrate/importance.hpp (how, and how shards are ranked, is
 // described there); this header is the file format the runtime reads.
 //
-// The JSON file (STORE.importance.json, examples/importance):
+// The JSON file (STORE.importance.json, tools/importance):
 //   {
 //     "format": "stile-importance", "version": 1,
 //     "store": "minilm.stile", "num_layers": 6, "shards_per_layer": 12,

@@ -1,6 +1,6 @@
 #pragma once
 // The offline converter: a Hugging Face BERT checkpoint directory (config.json, model.safetensors,
-// vocab.txt) -> a shard store (io/shard_store.hpp) holding every layer's M shards at every
+// vocab.txt) -> a shard store (store/shard_store.hpp) holding every layer's M shards at every
 // requested bitwidth, quantized with quant/dictionary.hpp. One layer is in memory at a time.
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
 #pragma once
-// A view of one shard version's bytes (model/shard_layout.hpp) as the six GEMM weight matrices
+// A view of one shard version's bytes (store/shard_layout.hpp) as the six GEMM weight matrices
 // and the biases it carries. Nothing is copied or decoded: the GEMM decodes panels straight from
 // these bytes. parse() checks everything the decoder relies on (sizes, alignment, dictionary
 // length, outlier keys ascending and inside their matrix), so a view over bad bytes is an error,
