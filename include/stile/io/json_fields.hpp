@@ -143,4 +143,22 @@ inline std::vector<std::uint64_t> json_increasing(const nlohmann::json& v, std::
   return out;
 }
 
+// The "format" and "version" members a stile file of its own opens with: "format" must be `name`,
+// else "\"format\" is <value>, expected \"<name>\" (not <what>)"; "version" a whole number equal to
+// `version`, else "version <v> is not supported (this reader supports version <version><hint>)";
+// errors as json_fail(file, where, ...).
+inline void json_check_format(const nlohmann::json& j, std::string_view name, std::string_view what,
+                              std::uint64_t version, std::string_view version_hint, std::string_view where,
+                              std::string_view file) {
+  const nlohmann::json& format = json_member(j, "format", where, file);
+  if (!format.is_string() || format.get<std::string>() != name) {
+    json_fail(file, where, "\"format\" is ", json_excerpt(format), ", expected \"", name, "\" (not ", what, ")");
+  }
+  const std::uint64_t v = json_whole(json_member(j, "version", where, file), "\"version\"", where, file);
+  if (v != version) {
+    json_fail(file, where, "version ", v, " is not supported (this reader supports version ", version, version_hint,
+              ")");
+  }
+}
+
 }  // namespace stile

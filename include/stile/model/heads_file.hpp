@@ -252,16 +252,7 @@ struct HeadsFile {
   static HeadsFile from_json(const nlohmann::json& j, std::string_view file) {
     if (!j.is_object()) fail_in_file(file, "must be a JSON object, got ", json_excerpt(j));
     json_only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
-    const nlohmann::json& format = json_member(j, "format", "", file);
-    if (!format.is_string() || format.get<std::string>() != kHeadsFormatName) {
-      fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"", kHeadsFormatName,
-                   "\" (not a heads file)");
-    }
-    const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
-    if (version != kHeadsVersion) {
-      fail_in_file(file, "version ", version, " is not supported (this reader supports version ", kHeadsVersion,
-                   "; tools/train_heads writes it)");
-    }
+    json_check_format(j, kHeadsFormatName, "a heads file", kHeadsVersion, "; tools/train_heads writes it", "", file);
     HeadsFile h;
     h.store = json_string_member(j, "store", "", file);
     const std::uint64_t layers = json_whole(json_member(j, "num_layers", "", file), "\"num_layers\"", "", file);

@@ -163,16 +163,7 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
                  {"format", "version", "machine", "bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer",
                   "num_layers", "compute_ms"},
                  d, file);
-  const nlohmann::json& format = json_member(j, "format", d, file);
-  if (!format.is_string() || format.get<std::string>() != kDeviceProfileFormatName) {
-    json_fail(file, d, "\"format\" is ", json_excerpt(format), ", expected \"", kDeviceProfileFormatName,
-              "\" (not a device profile)");
-  }
-  const std::uint64_t version = json_whole(json_member(j, "version", d, file), "\"version\"", d, file);
-  if (version != kDeviceProfileVersion) {
-    json_fail(file, d, "version ", version, " is not supported (this reader supports version ", kDeviceProfileVersion,
-              ")");
-  }
+  json_check_format(j, kDeviceProfileFormatName, "a device profile", kDeviceProfileVersion, "", d, file);
   DeviceProfile p;
   p.machine = json_object_member(j, "machine", d, file);
   for (const std::uint64_t b : json_increasing(json_member(j, "bits", d, file), "\"bits\"", 1, 32, d, file)) {

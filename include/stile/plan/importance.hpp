@@ -152,16 +152,7 @@ inline ImportanceProfile ImportanceProfile::from_json(const nlohmann::json& j, s
                  {"format", "version", "store", "num_layers", "shards_per_layer", "split", "head", "sentences",
                   "base_bits", "raised_bits", "base", "full", "shards", "ranking", "global_order"},
                  "", file);
-  const nlohmann::json& format = json_member(j, "format", "", file);
-  if (!format.is_string() || format.get<std::string>() != kImportanceFormatName) {
-    fail_in_file(file, "\"format\" is ", json_excerpt(format), ", expected \"", kImportanceFormatName,
-                 "\" (not an importance profile)");
-  }
-  const std::uint64_t version = json_whole(json_member(j, "version", "", file), "\"version\"", "", file);
-  if (version != kImportanceVersion) {
-    fail_in_file(file, "version ", version, " is not supported (this reader supports version ", kImportanceVersion,
-                 ")");
-  }
+  json_check_format(j, kImportanceFormatName, "an importance profile", kImportanceVersion, "", "", file);
   ImportanceProfile p;
   for (auto [key, out] : {std::pair<const char*, std::string*>{"store", &p.store}, {"head", &p.head}}) {
     *out = json_string_member(j, key, "", file);
