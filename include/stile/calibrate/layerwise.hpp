@@ -58,10 +58,7 @@ class LayerwiseBert {
     const TokenBatch packed = pack_tokens(batch, c, /*empty_is_error=*/true, "layerwise");
     HiddenBatch x;
     x.offsets = packed.offsets;
-    x.hidden.assign(x.tokens() * c.hidden, 0.0f);
-    if (x.tokens() == 0) return x;
-    store_.read_word_rows(packed.ids, x.hidden.data());
-    residents_.embed(batch, packed, c, x.hidden.data());
+    embed_from_store(store_, residents_, batch, packed, x.hidden);
     return x;
   }
 

@@ -76,10 +76,8 @@ class ShardedBert {
     const BertConfig& c = config();
     check_submodel_plan(store_, plan);
     const TokenBatch packed = pack_tokens(batch, c);
-    hidden.assign(packed.tokens() * c.hidden, 0.0f);
+    embed_from_store(store_, residents_, batch, packed, hidden);
     if (packed.tokens() == 0) return packed.lengths;
-    store_.read_word_rows(packed.ids, hidden.data());
-    residents_.embed(batch, packed, c, hidden.data());
     EncoderWorkspace ws;
     Arena own_arena;
     CpuLayerCompute compute(threads, options.tiles, ws, options.arena != nullptr ? *options.arena : own_arena);

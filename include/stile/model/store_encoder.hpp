@@ -86,4 +86,15 @@ class StoreResidents {
   std::vector<LayerResident> layers_;
 };
 
+// The embedding layer's output for `packed` into hidden ([tokens x hidden], resized), the word rows
+// read by the store's own reader (ShardedBert and the layer-wise evaluator; the engine reads its
+// rows through its backend and cache instead, pipeline/word_rows.hpp).
+inline void embed_from_store(const ShardStore& store, const StoreResidents& residents, std::span<const Encoding> batch,
+                             const TokenBatch& packed, std::vector<float>& hidden) {
+  hidden.assign(packed.tokens() * store.config().hidden, 0.0f);
+  if (packed.tokens() == 0) return;
+  store.read_word_rows(packed.ids, hidden.data());
+  residents.embed(batch, packed, store.config(), hidden.data());
+}
+
 }  // namespace stile
