@@ -329,19 +329,23 @@ class EngineCore {
 
     const std::size_t n = plan.layers.size();
     const std::size_t slots = slots_for(n);
+    // What each layer reads: the preload buffer only gains versions of the layer being loaded
+    // during the request (insert never evicts), so this stays true until that layer's load.
+    std::vector<std::vector<ShardChoice>> missing(n);
     std::size_t slot_bytes = 0;
-    for (std::size_t l = 0; l < n; ++l)
-      slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing_of(l, plan)));
+    for (std::size_t l = 0; l < n; ++l) {
+      missing[l] = missing_of(l, plan);
+      slot_bytes = std::max(slot_bytes, layer_reader_.buffer_bytes(l, missing[l]));
+    }
     working_.reserve_slots(slots, slot_bytes);
     std::vector<std::vector<ShardView>> views(slots);
 
     LayerJobs jobs;
     jobs.load = [&](std::size_t l, std::size_t slot, LayerTimes& t) {
-      const std::vector<ShardChoice> missing = missing_of(l, plan);
-      t.shards_preloaded = plan.layers[l].size() - missing.size();
+      t.shards_preloaded = plan.layers[l].size() - missing[l].size();
       std::vector<ReadVersion> read;
-      if (!missing.empty()) {
-        read = layer_reader_.read(l, missing, working_.slots[slot].span(), t, start);
+      if (!missing[l].empty()) {
+        read = layer_reader_.read(l, missing[l], working_.slots[slot].span(), t, start);
       } else {
         t.read_end_ms = ms();
       }
