@@ -75,7 +75,7 @@ class LayerwiseBert {
       views.push_back(shard(layer, s.shard, s.bits).view());
     }
     if (x.tokens() == 0) return;
-    CpuLayerCompute(pool, LayerTiles{}, workspace_, arena_)
+    CpuLayerCompute(pool, workspace_)
         .run(config(), store_.shard_shape(), views, residents_.layer(layer), x.hidden.data(), x.offsets);
   }
 
@@ -98,7 +98,6 @@ class LayerwiseBert {
   StoreResidents residents_;
   std::map<std::tuple<std::size_t, std::size_t, unsigned>, ShardBuffer> cache_;
   EncoderWorkspace workspace_;
-  Arena arena_;  // unused: the layers run untiled
 };
 
 // The sentence embeddings of x ([sequences x hidden]): mean pooling, then L2 normalization (the

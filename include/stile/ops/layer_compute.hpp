@@ -35,7 +35,9 @@ class LayerCompute {
 class CpuLayerCompute final : public LayerCompute {
  public:
   CpuLayerCompute(ThreadPool& pool, LayerTiles tiles, EncoderWorkspace& workspace, Arena& arena)
-      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(arena) {}
+      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(&arena) {}
+  // The untiled layer only (it needs no arena).
+  CpuLayerCompute(ThreadPool& pool, EncoderWorkspace& workspace) : pool_(pool), workspace_(workspace) {}
 
   void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
@@ -43,15 +45,15 @@ class CpuLayerCompute final : public LayerCompute {
     if (tiles_.query == 0) {
       layer.run(config, x, seq_offsets, workspace_, pool_);
     } else {
-      layer.run(config, x, seq_offsets, tiles_, arena_, pool_);
+      layer.run(config, x, seq_offsets, tiles_, *arena_, pool_);
     }
   }
 
  private:
   ThreadPool& pool_;
-  LayerTiles tiles_;
+  LayerTiles tiles_{};  // {0, 0}: untiled
   EncoderWorkspace& workspace_;
-  Arena& arena_;
+  Arena* arena_ = nullptr;  // set when tiled
 };
 
 }  // namespace stile
