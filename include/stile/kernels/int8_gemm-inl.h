@@ -293,7 +293,9 @@ struct SdotKernel {
       for (std::size_t v = 0; v < 4; ++v) bv[v] = vld1q_s8(b + g * 64 + v * 16);
       STILE_I8_UNROLL
       for (std::size_t r = 0; r < kRows; ++r) {
-        const uint32x4_t a32 = vdupq_n_u32(static_cast<std::uint32_t>(LoadGroup(a + r * lda + g * 4)));
+        std::uint32_t group;  // (not LoadGroup: no always_inline call across the target attribute)
+        std::memcpy(&group, a + r * lda + g * 4, 4);
+        const uint32x4_t a32 = vdupq_n_u32(group);
         const int8x16_t av = vreinterpretq_s8_u32(veorq_u32(a32, flip));
         STILE_I8_UNROLL
         for (std::size_t v = 0; v < 4; ++v) acc[r][v] = vdotq_s32(acc[r][v], av, bv[v]);
@@ -308,12 +310,57 @@ struct SdotKernel {
   }
 };
 
+// Without the dot product (Cortex-A53/A72/A73): widening multiplies of a - 128 by w (s8 x s8 ->
+// s16, never saturating: |product| <= 16384) then pairwise add-accumulate into s32 (vpadal). A
+// 16-byte panel vector (4 columns x 4 k) gives two accumulators of [column, k pair] lanes, folded
+// to 4 columns at the end. 2 x 16: 16 accumulators + 4 panel vectors + the broadcast + 2 products.
+struct WideningKernel {
+  static constexpr std::size_t MR = 2, NR = 16;
+  static constexpr std::int32_t kWeightMax = 127;
+  template <std::size_t kRows>
+  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
+                                const std::int8_t* HWY_RESTRICT b, const std::int32_t* col_sums,
+                                std::int32_t* HWY_RESTRICT c) {
+    int32x4_t acc[kRows][4][2];
+    STILE_I8_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) {
+      STILE_I8_UNROLL
+      for (std::size_t v = 0; v < 4; ++v) acc[r][v][0] = acc[r][v][1] = vdupq_n_s32(0);
+    }
+    const uint32x4_t flip = vdupq_n_u32(0x80808080u);
+    for (std::size_t g = 0; g < kg; ++g) {
+      int8x16_t bv[4];
+      STILE_I8_UNROLL
+      for (std::size_t v = 0; v < 4; ++v) bv[v] = vld1q_s8(b + g * 64 + v * 16);
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const uint32x4_t a32 = vdupq_n_u32(static_cast<std::uint32_t>(LoadGroup(a + r * lda + g * 4)));
+        const int8x16_t av = vreinterpretq_s8_u32(veorq_u32(a32, flip));
+        STILE_I8_UNROLL
+        for (std::size_t v = 0; v < 4; ++v) {
+          acc[r][v][0] = vpadalq_s16(acc[r][v][0], vmull_s8(vget_low_s8(av), vget_low_s8(bv[v])));
+          acc[r][v][1] = vpadalq_s16(acc[r][v][1], vmull_high_s8(av, bv[v]));
+        }
+      }
+    }
+    STILE_I8_UNROLL
+    for (std::size_t v = 0; v < 4; ++v) {
+      const int32x4_t corr = vshlq_n_s32(vld1q_s32(col_sums + v * 4), 7);  // + 128 * colsum
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        // [c0 k01, c0 k23, c1 k01, c1 k23] and the same for c2, c3: pairwise sums are the columns.
+        vst1q_s32(c + r * NR + v * 4, vaddq_s32(vpaddq_s32(acc[r][v][0], acc[r][v][1]), corr));
+      }
+    }
+  }
+};
+
 inline bool CpuHasInt8Dot() {
   static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
   return has;
 }
 using Int8DotKernel = SdotKernel;
-using Int8FallbackKernel = GenericInt8Kernel<4, 16>;
+using Int8FallbackKernel = WideningKernel;
 
 #else
 inline constexpr std::size_t kInt8NR = 8;
