@@ -54,13 +54,13 @@ template <class Arch>
 void gelu_erf_approx_inplace(float* x, std::size_t n) {
   using B = xsimd::batch<float, Arch>;
   constexpr std::size_t L = B::size;
-  std::size_t i = 0;
-  for (; i + L <= n; i += L) {
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
     const B v = B::load_unaligned(x + i);
     const B half = v * B(0.5f);
     xsimd::fma(half, erf_approx<Arch>(v * B(gelu_erf_approx_constants::inv_sqrt2)), half).store_unaligned(x + i);
   }
-  for (; i < n; ++i) x[i] = gelu_erf_approx(x[i]);
+  for (std::size_t i = full; i < n; ++i) x[i] = gelu_erf_approx(x[i]);
 }
 
 }  // namespace stile

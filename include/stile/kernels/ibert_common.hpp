@@ -82,16 +82,18 @@ template <class Arch>
 float abs_max(const float* x, std::size_t n) {
   using B = xsimd::batch<float, Arch>;
   constexpr std::size_t L = B::size;
+  // Loops run to a precomputed end: GCC 12 misreads `i + L <= n` loops followed by a scalar
+  // tail as possibly wrapping (-Waggressive-loop-optimizations).
+  const std::size_t full = n - n % L;
   float m = 0.0f;
-  std::size_t i = 0;
-  if (n >= L) {
+  if (full > 0) {
     B acc(0.0f);
-    for (; i + L <= n; i += L) acc = xsimd::max(acc, xsimd::abs(B::load_unaligned(x + i)));
+    for (std::size_t i = 0; i < full; i += L) acc = xsimd::max(acc, xsimd::abs(B::load_unaligned(x + i)));
     alignas(64) float buf[L];
     acc.store_aligned(buf);
     for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
   }
-  for (; i < n; ++i) m = std::fabs(x[i]) > m ? std::fabs(x[i]) : m;
+  for (std::size_t i = full; i < n; ++i) m = std::fabs(x[i]) > m ? std::fabs(x[i]) : m;
   return m;
 }
 
@@ -103,12 +105,12 @@ void quantize_symmetric(const float* x, std::size_t n, SymmetricQuant p, std::in
   using BI = xsimd::batch<std::int32_t, Arch>;
   constexpr std::size_t L = BF::size;
   const float inv = 1.0f / p.scale;
-  std::size_t i = 0;
-  for (; i + L <= n; i += L) {
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
     const BI v = xsimd::nearbyint_as_int(BF::load_unaligned(x + i) * BF(inv));
     xsimd::min(xsimd::max(v, BI(p.lo)), BI(p.hi)).store_unaligned(q + i);
   }
-  for (; i < n; ++i) {
+  for (std::size_t i = full; i < n; ++i) {
     const float r = std::nearbyint(x[i] * inv);
     q[i] = r < static_cast<float>(p.lo) ? p.lo : r > static_cast<float>(p.hi) ? p.hi : static_cast<std::int32_t>(r);
   }

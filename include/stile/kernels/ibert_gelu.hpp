@@ -90,7 +90,7 @@ float int_gelu(const std::int32_t* x, std::size_t n, float s, std::int64_t* y) {
   }
   constexpr double i32 = 0x1p31 - 1.0;
   const bool fits32 = bb <= i32 && std::fabs(static_cast<double>(p.c_int)) <= i32 && fbound <= i32 && pbound <= i32;
-  std::size_t i = 0;
+  std::size_t done = 0;
   if (fits32) {
     using B = xsimd::batch<std::int32_t, Arch>;
     constexpr std::size_t L = B::size;
@@ -98,7 +98,8 @@ float int_gelu(const std::int32_t* x, std::size_t n, float s, std::int64_t* y) {
     const B c(static_cast<std::int32_t>(p.c_int)), one(static_cast<std::int32_t>(p.one_int));
     const B zero(0);
     alignas(64) std::int32_t buf[L];
-    for (; i + L <= n; i += L) {
+    done = n - n % L;
+    for (std::size_t i = 0; i < done; i += L) {
       const B v = B::load_unaligned(x + i);
       const B t = xsimd::min(xsimd::abs(v), nb) + b;
       const B poly = t * t + c;  // <= 0: (|x| + b)^2 <= b^2 < -c * 0.91
@@ -109,7 +110,7 @@ float int_gelu(const std::int32_t* x, std::size_t n, float s, std::int64_t* y) {
       for (std::size_t j = 0; j < L; ++j) y[i + j] = buf[j];
     }
   }
-  for (; i < n; ++i) y[i] = int_gelu_scalar(x[i], p);
+  for (std::size_t i = done; i < n; ++i) y[i] = int_gelu_scalar(x[i], p);
   return p.output_scale;
 }
 

@@ -96,16 +96,17 @@ int int_layer_norm_rows(const std::int32_t* x, std::size_t rows, std::size_t col
       amax = a > amax ? a : amax;
     }
     std::int64_t sum = 0;
-    std::size_t i = 0;
+    std::size_t done = 0;
     if (static_cast<double>(amax) * static_cast<double>(cols) < 0x1p31) {
+      done = cols - cols % L;
       B acc(0);
-      for (; i + L <= cols; i += L) acc += B::load_unaligned(xr + i);
+      for (std::size_t i = 0; i < done; i += L) acc += B::load_unaligned(xr + i);
       sum = xsimd::hadd(acc);
     }
-    for (; i < cols; ++i) sum += xr[i];
+    for (std::size_t i = done; i < cols; ++i) sum += xr[i];
     mean[r] = round_half_even_div(sum, static_cast<std::int64_t>(cols));
     quant::int128 v = 0, v0 = 0;
-    for (i = 0; i < cols; ++i) {
+    for (std::size_t i = 0; i < cols; ++i) {
       const std::int64_t d = xr[i] - mean[r];
       const std::int64_t ds = floor_shift(d, shift);
       v += static_cast<quant::int128>(ds) * ds;

@@ -110,16 +110,16 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int32_t* xr = x + r * ld_x;
     std::int32_t m = std::numeric_limits<std::int32_t>::min();
-    std::size_t i = 0;
-    if (cols >= L) {
+    const std::size_t full = cols - cols % L;
+    if (full > 0) {
       B acc = B::load_unaligned(xr);
-      for (i = L; i + L <= cols; i += L) acc = xsimd::max(acc, B::load_unaligned(xr + i));
+      for (std::size_t i = L; i < full; i += L) acc = xsimd::max(acc, B::load_unaligned(xr + i));
       alignas(64) std::int32_t buf[L];
       acc.store_aligned(buf);
       for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
     }
-    for (; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
-    for (i = 0; i < cols; ++i) e[i] = int_softmax_exp16(static_cast<std::int64_t>(xr[i]) - m, p);
+    for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
+    for (std::size_t i = 0; i < cols; ++i) e[i] = int_softmax_exp16(static_cast<std::int64_t>(xr[i]) - m, p);
     int_softmax_normalize(e.data(), cols, p, y + r * ld_y);
   }
   return 1.0f / static_cast<float>(1 << output_bit);

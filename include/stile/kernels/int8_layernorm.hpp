@@ -94,8 +94,8 @@ void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, 
   alignas(64) float qf[L];
   alignas(64) std::int32_t qi[L];
   const BF inv_out(1.0f / out.scale);
-  std::size_t i = 0;
-  for (; i + L <= cols; i += L) {
+  const std::size_t full = cols - cols % L;
+  for (std::size_t i = 0; i < full; i += L) {
     for (std::size_t j = 0; j < L; ++j) qf[j] = static_cast<float>(q[i + j]);
     const BF c = (BF::load_aligned(qf) - BF(st.mean_q)) * BF(st.k);
     const BF v = xsimd::fma(c, BF::load_unaligned(gamma + i), BF::load_unaligned(beta + i));
@@ -104,7 +104,7 @@ void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, 
     r.store_aligned(qi);
     for (std::size_t j = 0; j < L; ++j) y[i + j] = static_cast<std::int8_t>(qi[j]);
   }
-  for (; i < cols; ++i) {
+  for (std::size_t i = full; i < cols; ++i) {
     const float r = std::nearbyint(int8_layer_norm_value(q[i], st, gamma[i], beta[i]) * (1.0f / out.scale)) +
                     static_cast<float>(out.zero_point);
     y[i] = static_cast<std::int8_t>(r < -128.0f ? -128 : r > 127.0f ? 127 : static_cast<int>(r));
