@@ -52,6 +52,14 @@ double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0
 
 }  // namespace
 
+TEST_CASE("the program tests the xsimd architecture its build asked for", "[int_ops]") {
+  const std::string expected = STILE_TEST_XSIMD_ARCH;
+  if (!expected.empty()) CHECK(std::string(Arch::name()) == expected);
+  WARN("xsimd arch of this program: " << Arch::name()
+                                      << (xsimd::available_architectures().best >= Arch::version() ? ""
+                                                                                                   : " (not on this CPU)"));
+}
+
 TEST_CASE("dyadic: batch_frexp, round half to even, validation", "[int_ops][dyadic]") {
   INFO("xsimd arch " << Arch::name());
   using stile::quant::dyadic_from_scale;
