@@ -56,8 +56,9 @@ TEST_CASE("the program tests the xsimd architecture its build asked for", "[int_
   const std::string expected = STILE_TEST_XSIMD_ARCH;
   if (!expected.empty()) CHECK(std::string(Arch::name()) == expected);
   WARN("xsimd arch of this program: " << Arch::name()
-                                      << (xsimd::available_architectures().best >= Arch::version() ? ""
-                                                                                                   : " (not on this CPU)"));
+                                      << (xsimd::available_architectures().best >= Arch::version()
+                                              ? ""
+                                              : " (not on this CPU)"));
 }
 
 TEST_CASE("dyadic: batch_frexp, round half to even, validation", "[int_ops][dyadic]") {
@@ -85,8 +86,8 @@ TEST_CASE("dyadic: batch_frexp, round half to even, validation", "[int_ops][dyad
   for (int t = 0; t < 2000; ++t) {
     const auto d = dyadic_from_scale(scale(rng), "t");
     const std::int32_t z = zd(rng);
-    const double expect = std::nearbyint(static_cast<double>(z) * static_cast<double>(d.multiplier) /
-                                         std::ldexp(1.0, d.shift));
+    const double expect =
+        std::nearbyint(static_cast<double>(z) * static_cast<double>(d.multiplier) / std::ldexp(1.0, d.shift));
     REQUIRE(dyadic_mul(z, d) == static_cast<std::int64_t>(expect));
   }
   // int32 -> int8 with clamping; int32 -> int32.
@@ -98,7 +99,8 @@ TEST_CASE("dyadic: batch_frexp, round half to even, validation", "[int_ops][dyad
   stile::quant::requantize_to_int32(z, 7, stile::quant::dyadic_rescale(1.0f, 4.0f, "t"), o32);
   CHECK(std::vector<int>(o32, o32 + 7) == std::vector<int>{0, 25, -25, 250, -250, 64, 64});
   // Bad scales throw, naming the tensor.
-  for (const double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+  for (const double bad :
+       {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     try {
       (void)dyadic_from_scale(bad, "encoder.layer.3.output");
       FAIL("no throw for scale " << bad);
@@ -228,8 +230,8 @@ TEST_CASE("I-BERT IntLayerNorm: bit-exact against the goldens", "[int_ops][ibert
     for (std::size_t i = 0; i < C; ++i) REQUIRE(std::bit_cast<std::uint32_t>(so[i]) == c["out_scale_bits"][i]);
   }
   CHECK(saw_overflow_shift);
-  for (const std::uint64_t n : {0ull, 1ull, 2ull, 3ull, 4ull, 15ull, 16ull, 17ull, 4294967295ull, 1ull << 40,
-                                (1ull << 62) + 12345}) {
+  for (const std::uint64_t n :
+       {0ull, 1ull, 2ull, 3ull, 4ull, 15ull, 16ull, 17ull, 4294967295ull, 1ull << 40, (1ull << 62) + 12345}) {
     const std::uint64_t r = stile::ibert::isqrt_newton(n);
     CHECK(r * r <= n);
     CHECK((r + 1) * (r + 1) > n);

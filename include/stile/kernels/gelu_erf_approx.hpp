@@ -32,7 +32,9 @@ inline float erf_approx(float t) {
   return std::copysign(e, t);
 }
 
-inline float gelu_erf_approx(float x) { return 0.5f * x * (1.0f + erf_approx(x * gelu_erf_approx_constants::inv_sqrt2)); }
+inline float gelu_erf_approx(float x) {
+  return 0.5f * x * (1.0f + erf_approx(x * gelu_erf_approx_constants::inv_sqrt2));
+}
 
 // erf_approx on a batch (the same polynomial in Horner form).
 template <class Arch>

@@ -33,10 +33,10 @@
 namespace stile::ibert {
 
 struct IntGeluParams {
-  std::int64_t b_int = 0;      // floor(-1.769 / s_erf), negative
-  std::int64_t c_int = 0;      // floor((1 / -0.2888) / s_erf^2), negative
-  std::int64_t one_int = 0;    // floor(1 / s_sig): the reference's shift_int, negative
-  float output_scale = 0.0f;   // s * s_sig / 2, negative
+  std::int64_t b_int = 0;     // floor(-1.769 / s_erf), negative
+  std::int64_t c_int = 0;     // floor((1 / -0.2888) / s_erf^2), negative
+  std::int64_t one_int = 0;   // floor(1 / s_sig): the reference's shift_int, negative
+  float output_scale = 0.0f;  // s * s_sig / 2, negative
 };
 
 // The per-call constants for input scaling factor s. @pre s finite and > 0 (checked).

@@ -85,8 +85,7 @@ inline std::int32_t int_softmax_exp16(std::int64_t x, const IntSoftmaxParams& p)
 }
 
 // The normalization of one row of e16 values (n of them, scratch e) into out.
-inline void int_softmax_normalize(const std::int32_t* e, std::size_t n, const IntSoftmaxParams& p,
-                                  std::int32_t* out) {
+inline void int_softmax_normalize(const std::int32_t* e, std::size_t n, const IntSoftmaxParams& p, std::int32_t* out) {
   std::int64_t sum = 0;
   for (std::size_t i = 0; i < n; ++i) sum += e[i];
   // factor = floor(2^32 / sum) as torch computes it: reciprocal(float(sum)) * 2^32 in float32.

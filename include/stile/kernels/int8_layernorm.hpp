@@ -83,8 +83,8 @@ inline float int8_layer_norm_value(std::int8_t q, Int8RowStats st, float gamma, 
 // y = int8 LayerNorm(q) of one row: q, y: cols int8 values; in, out: their quantization.
 // @pre cols > 0, in.scale > 0, out.scale > 0, eps >= 0 (checked).
 template <class Arch>
-void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, const float* gamma,
-                         const float* beta, float eps, AffineInt8 out, std::int8_t* y) {
+void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, const float* gamma, const float* beta,
+                         float eps, AffineInt8 out, std::int8_t* y) {
   require(cols > 0 && in.scale > 0.0f && out.scale > 0.0f && eps >= 0.0f,
           "layer_norm_int8_row: needs cols > 0, positive scales, eps >= 0");
   const Int8RowStats st = int8_row_stats(q, cols, in, eps);

@@ -77,7 +77,9 @@ inline std::int64_t dyadic_mul(std::int64_t z, Dyadic d) {
   return round_half_even_shift(static_cast<int128>(z) * d.multiplier, d.shift);
 }
 
-inline std::int64_t clamp_i64(std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+inline std::int64_t clamp_i64(std::int64_t v, std::int64_t lo, std::int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 // fixedpoint_mul with bit_num 8, symmetric: round(z * scale) clamped to [-128, 127].
 inline void requantize_to_int8(const std::int32_t* z, std::size_t n, Dyadic d, std::int8_t* out) {
