@@ -275,6 +275,15 @@ def main():
         if args.float32_report:
             report.append(f"gelu n={n} bits={bits}: {diff(out, int_gelu_float32(x, s))} under float32")
 
+    # IntGELU over scales spread log-uniformly from 1e-6 to 1: the float32 derivation of b_int,
+    # c_int and shift_int is where a one-ulp slip would show.
+    for _ in range(12):
+        s = float(F32(10.0 ** rng.uniform(-6.0, 0.0)))
+        lim = min(int(8.0 / s), 2 ** 31 - 1)
+        x = [int(v) for v in rng.integers(-lim, lim + 1, size=9)]
+        out, so, _ = int_gelu(x, s)
+        doc["gelu"].append({"scale_bits": f32_bits(s), "x": x, "y": out, "out_scale_bits": f32_bits(so)})
+
     # IntSoftmax: attention-score scales (16-bit rows, an 8-bit grid, a fine accumulator grid),
     # row lengths that leave vector tails, outputs of 8 and 16 bits.
     for rows, cols, absmax, bits, out_bit in [(3, 7, 8.0, 16, 8), (4, 33, 12.0, 16, 8), (2, 128, 5.0, 8, 8),
@@ -291,6 +300,14 @@ def main():
         if args.float32_report:
             f = [v for r in x for v in int_softmax_row_float32(r, s, out_bit)]
             report.append(f"softmax {rows}x{cols} bits={bits}: {diff([v for r in y for v in r], f)} under float32")
+
+    # IntSoftmax over scales from 1e-6 to 0.5 (the same reason).
+    for _ in range(12):
+        s = float(F32(10.0 ** rng.uniform(-6.0, math.log10(0.5))))
+        lim = min(int(20.0 / s), 2 ** 31 - 1)
+        x = [[int(v) for v in rng.integers(-lim, lim + 1, size=9)] for _ in range(2)]
+        y, e16 = zip(*[int_softmax_row(r, s, 8) for r in x])
+        doc["softmax"].append({"scale_bits": f32_bits(s), "output_bit": 8, "x": x, "e16": list(e16), "y": list(y)})
 
     # IntLayerNorm: 16-bit rows (QuantAct(16) in front), BERT's 768 columns, a case whose
     # variance passes 2^32 (the shift rises), a given nonzero shift, a constant row.

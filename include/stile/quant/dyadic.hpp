@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -32,8 +33,9 @@ struct Dyadic {
 // Throws stile::Error naming `name` unless scale is finite and > 0.
 inline void check_scale(double scale, std::string_view name) {
   if (!(scale > 0.0) || !std::isfinite(scale)) {
-    throw Error("stile: scale of '" + std::string(name) + "' must be finite and > 0 (got " + std::to_string(scale) +
-                ")");
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", scale);
+    throw Error("stile: scale of '" + std::string(name) + "' must be finite and > 0 (got " + got + ")");
   }
 }
 
