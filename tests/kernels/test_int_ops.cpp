@@ -335,6 +335,32 @@ TEST_CASE("I-BERT float wrappers stay close to fp32 GELU, softmax and LayerNorm"
   }
 }
 
+TEST_CASE("the float wrappers handle zeros, tiny and constant inputs", "[int_ops][ibert]") {
+  INFO("xsimd arch " << Arch::name());
+  if (!cpu_runs_arch()) return;
+  for (const float v : {0.0f, 1e-7f, -3e-5f, 0.01f}) {
+    INFO("value " << v);
+    std::vector<float> g(37, v);
+    g[5] = -v;
+    stile::ibert::gelu_integer_inplace<Arch>(g.data(), g.size());
+    // i-GELU's erf polynomial is 1 + a b^2 = 0.096 (not 0) just right of 0, and -0.096 just
+    // left: near 0 its GELU is off by about 0.048 |x|, plus the 1e-6 floor of the grid step.
+    CHECK(std::abs(g[0] - gelu_exact(v)) <= 0.05 * std::abs(v) + 2e-6);
+    CHECK(std::abs(g[5] - gelu_exact(-v)) <= 0.05 * std::abs(v) + 2e-6);
+    std::vector<float> s(2 * 19, v);
+    stile::ibert::softmax_integer_rows<Arch>(s.data(), 2, 19, 19, 1.0f);
+    for (const float p : s) CHECK(std::abs(p - 1.0f / 19) <= 1.0 / 256 + 1e-3);  // uniform rows
+    std::vector<float> gamma(24, 1.25f), beta(24), a(24, v), b(24, v);
+    for (std::size_t i = 0; i < 24; ++i) beta[i] = 0.01f * float(i);
+    stile::ibert::layer_norm_integer_rows<Arch>(a.data(), 1, 24, 24, gamma.data(), beta.data(), 1e-12f);
+    stile::layer_norm_int8_rows<Arch>(b.data(), 1, 24, 24, gamma.data(), beta.data(), 1e-5f);
+    for (std::size_t i = 0; i < 24; ++i) {  // a constant row normalizes to beta
+      CHECK(std::abs(a[i] - beta[i]) <= 1e-6);
+      CHECK(std::abs(b[i] - beta[i]) <= 0.5 * 0.23 / 255 + 1e-6);
+    }
+  }
+}
+
 TEST_CASE("int8 LayerNorm: vector path equals the scalar reference", "[int_ops][int8_layernorm]") {
   INFO("xsimd arch " << Arch::name());
   if (!cpu_runs_arch()) return;

@@ -129,7 +129,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
 // accumulator of 8-bit Q times 8-bit K with scale s_q s_k / sqrt(d), one scale per tensor. Here
 // each row of scale * x is quantized on its own, symmetric, 16 bits (QuantAct's formula: step
 // max|row| / 32767, round half to even, clamp to [-32767, 32766]), which is no coarser than
-// I-BERT's per-tensor accumulator grid. The output is I-BERT's: 8 bits (probabilities in
+// I-BERT's per-tensor accumulator grid (the step is at least 1e-6). The output is I-BERT's: 8 bits (probabilities in
 // multiples of 1/256, rounded down), dequantized.
 // @pre 0 < cols <= ld, scale > 0 (checked).
 template <class Arch>
