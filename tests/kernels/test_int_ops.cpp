@@ -256,7 +256,7 @@ TEST_CASE("I-BERT float wrappers stay close to fp32 GELU, softmax and LayerNorm"
     x[1] = -10.0f;
     x[2] = 0.0f;
     std::vector<float> y = x;
-    stile::ibert::gelu_integer_inplace<Arch>(y.data(), y.size());
+    stile::gelu_integer_inplace<Arch>(y.data(), y.size());
     double worst = 0.0;
     for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(y[i] - gelu_exact(x[i])));
     INFO("worst |error| " << worst);
@@ -272,7 +272,7 @@ TEST_CASE("I-BERT float wrappers stay close to fp32 GELU, softmax and LayerNorm"
       for (float& v : x) v = d(rng);
       std::vector<float> y = x;
       const float scale = 0.125f;
-      stile::ibert::softmax_integer_rows<Arch>(y.data(), rows, cols, ld, scale);
+      stile::softmax_integer_rows<Arch>(y.data(), rows, cols, ld, scale);
       double worst = 0.0;
       for (std::size_t r = 0; r < rows; ++r) {
         const float* in = x.data() + r * ld;
@@ -298,7 +298,7 @@ TEST_CASE("I-BERT float wrappers stay close to fp32 GELU, softmax and LayerNorm"
     for (std::size_t r = 0; r < rows; ++r) x[r * ld + 17] = 12.0f, x[r * ld + 300] = -9.0f;
     for (std::size_t i = 0; i < cols; ++i) gamma[i] = gu(rng), beta[i] = bu(rng);
     std::vector<float> yi = x, y8 = x;
-    stile::ibert::layer_norm_integer_rows<Arch>(yi.data(), rows, cols, ld, gamma.data(), beta.data(), 1e-12f);
+    stile::layer_norm_integer_rows<Arch>(yi.data(), rows, cols, ld, gamma.data(), beta.data(), 1e-12f);
     stile::layer_norm_int8_rows<Arch>(y8.data(), rows, cols, ld, gamma.data(), beta.data(), 1e-12f);
     double worst_i = 0.0, worst_8 = 0.0, worst_8_bound = 1.0;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -342,17 +342,17 @@ TEST_CASE("the float wrappers handle zeros, tiny and constant inputs", "[int_ops
     INFO("value " << v);
     std::vector<float> g(37, v);
     g[5] = -v;
-    stile::ibert::gelu_integer_inplace<Arch>(g.data(), g.size());
+    stile::gelu_integer_inplace<Arch>(g.data(), g.size());
     // i-GELU's erf polynomial is 1 + a b^2 = 0.096 (not 0) just right of 0, and -0.096 just
     // left: near 0 its GELU is off by about 0.048 |x|, plus the 1e-6 floor of the grid step.
     CHECK(std::abs(g[0] - gelu_exact(v)) <= 0.05 * std::abs(v) + 2e-6);
     CHECK(std::abs(g[5] - gelu_exact(-v)) <= 0.05 * std::abs(v) + 2e-6);
     std::vector<float> s(2 * 19, v);
-    stile::ibert::softmax_integer_rows<Arch>(s.data(), 2, 19, 19, 1.0f);
+    stile::softmax_integer_rows<Arch>(s.data(), 2, 19, 19, 1.0f);
     for (const float p : s) CHECK(std::abs(p - 1.0f / 19) <= 1.0 / 256 + 1e-3);  // uniform rows
     std::vector<float> gamma(24, 1.25f), beta(24), a(24, v), b(24, v);
     for (std::size_t i = 0; i < 24; ++i) beta[i] = 0.01f * float(i);
-    stile::ibert::layer_norm_integer_rows<Arch>(a.data(), 1, 24, 24, gamma.data(), beta.data(), 1e-12f);
+    stile::layer_norm_integer_rows<Arch>(a.data(), 1, 24, 24, gamma.data(), beta.data(), 1e-12f);
     stile::layer_norm_int8_rows<Arch>(b.data(), 1, 24, 24, gamma.data(), beta.data(), 1e-5f);
     for (std::size_t i = 0; i < 24; ++i) {  // a constant row normalizes to beta
       CHECK(std::abs(a[i] - beta[i]) <= 1e-6);

@@ -1,5 +1,5 @@
 // xsimd_cpu_gate ARCH PROGRAM [ARGS...]: runs PROGRAM if this CPU supports the xsimd
-// architecture named ARCH (xsimd's name for it: sse4.2, fma3+avx2, avx512bw, arm64+neon), else
+// architecture named ARCH (xsimd's name for it: sse2, sse4.2, fma3+avx2, avx512bw, arm64+neon), else
 // says so and exits 77, which ctest reports as a skip. Built with baseline flags, so it runs on
 // any CPU of its family, unlike a test program compiled for AVX-512, whose static initializers
 // may already use AVX-512 instructions before any check in it could run.
@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   const auto cpu = xsimd::available_architectures();
   const std::string arch = argv[1];
   bool known = true, ok = false;
-  if (arch == "sse4.2") {
+  if (arch == "sse2") {
+    ok = cpu.sse2;
+  } else if (arch == "sse4.2") {
     ok = cpu.sse4_2;
   } else if (arch == "fma3+avx2") {
     ok = cpu.avx2 && cpu.fma3_avx2;

@@ -156,6 +156,10 @@ int int_layer_norm_rows(const std::int32_t* x, std::size_t rows, std::size_t col
   return shift;
 }
 
+}  // namespace stile::ibert
+
+namespace stile {
+
 // LayerNorm per row, in place, through IntLayerNorm, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntLayerNorm): there, the input is the output of a
 // 16-bit QuantAct (the residual sum), one scale per tensor. Here each row is quantized on its
@@ -175,11 +179,15 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
   std::vector<float> so(cols);
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
-    const SymmetricQuant qp = symmetric_quant(abs_max<Arch>(xr, cols), 16);
-    quantize_symmetric<Arch>(xr, cols, qp, q.data());
-    int_layer_norm_rows<Arch>(q.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols, so.data());
+    const ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(xr, cols), 16);
+    ibert::quantize_symmetric<Arch>(xr, cols, qp, q.data());
+    ibert::int_layer_norm_rows<Arch>(q.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols, so.data());
     for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so[i];
   }
 }
 
-}  // namespace stile::ibert
+namespace ibert {
+using stile::layer_norm_integer_rows;  // also reachable beside the integer kernel it wraps
+}  // namespace ibert
+
+}  // namespace stile

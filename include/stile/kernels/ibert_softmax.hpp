@@ -124,13 +124,17 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
   return 1.0f / static_cast<float>(1 << output_bit);
 }
 
+}  // namespace stile::ibert
+
+namespace stile {
+
 // softmax(scale * x) per row, in place, through IntSoftmax, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntSoftmax): there, the scores are the int32
 // accumulator of 8-bit Q times 8-bit K with scale s_q s_k / sqrt(d), one scale per tensor. Here
 // each row of scale * x is quantized on its own, symmetric, 16 bits (QuantAct's formula: step
-// max|row| / 32767, round half to even, clamp to [-32767, 32766]), which is no coarser than
-// I-BERT's per-tensor accumulator grid (the step is at least 1e-6). The output is I-BERT's: 8 bits (probabilities in
-// multiples of 1/256, rounded down), dequantized.
+// max|row| / 32767, at least 1e-6, round half to even, clamp to [-32767, 32766]), which is no
+// coarser than I-BERT's per-tensor accumulator grid. The output is I-BERT's: 8 bits
+// (probabilities in multiples of 1/256, rounded down), dequantized.
 // @pre 0 < cols <= ld, scale > 0 (checked).
 template <class Arch>
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
@@ -141,14 +145,18 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     for (std::size_t i = 0; i < cols; ++i) row[i] = xr[i] * scale;
-    SymmetricQuant qp = symmetric_quant(abs_max<Arch>(row.data(), cols), 16);
+    ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(row.data(), cols), 16);
     // A row that is (nearly) flat: its 16-bit step would be below 1e-6 and the constants c / s^2
     // would grow past 48 bits; a step of 1e-6 still resolves every difference that matters to exp.
     if (qp.scale < 1e-6f) qp.scale = 1e-6f;
-    quantize_symmetric<Arch>(row.data(), cols, qp, q.data());
-    const float so = int_softmax_rows<Arch>(q.data(), 1, cols, cols, qp.scale, 8, out.data(), cols);
+    ibert::quantize_symmetric<Arch>(row.data(), cols, qp, q.data());
+    const float so = ibert::int_softmax_rows<Arch>(q.data(), 1, cols, cols, qp.scale, 8, out.data(), cols);
     for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so;
   }
 }
 
-}  // namespace stile::ibert
+namespace ibert {
+using stile::softmax_integer_rows;  // also reachable beside the integer kernel it wraps
+}  // namespace ibert
+
+}  // namespace stile
