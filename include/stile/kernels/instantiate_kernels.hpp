@@ -1,12 +1,13 @@
 // stile's compiled kernels: include this file in exactly one translation unit of a program, or
-// split it over several by defining STILE_KERNELS_PART to each of 0..5 in its own translation unit
-// (the stile::compiled library does: src/stile_kernels_*.cpp, which find_package(stile) builds in
-// the host's project; six parts compile in parallel). It defines the light headers' kernel entry
-// points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
+// split it over several by defining STILE_KERNELS_PART to each of its parts in its own
+// translation unit (the stile::compiled library does: src/stile_kernels_*.cpp, which
+// find_package(stile) builds in the host's project; the parts compile in parallel). It defines
+// the light headers' kernel entry points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
 // configuration of kernels/gemm_instances.hpp, each compiled for every Highway target.
 //   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders, the
 //           number-format kernels (xsimd: number_formats.hpp);
-//   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict.
+//   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict;
+//   part 7: the GEMMs on PackedF16.
 // Not a header to include anywhere else (no include guard on purpose: a second inclusion of a
 // part in one program is an ODR error).
 #include <string>
@@ -115,5 +116,8 @@ STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DictMatrix)
 #endif
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 5
 STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::StackedDict)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 7
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::PackedF16)
 #endif
 #undef STILE_DEFINE_GEMM_INSTANCE
