@@ -5,4 +5,5 @@
 #include "stile/kernels/fp16-inl.h"
 #include "stile/kernels/dict-inl.h"
 #include "stile/kernels/gemm-inl.h"
+#include "stile/kernels/int8_gemm-inl.h"
 #include "stile/kernels/rowwise-inl.h"

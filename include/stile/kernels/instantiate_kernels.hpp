@@ -2,11 +2,14 @@
 // split it over several by defining STILE_KERNELS_PART to each of its parts in its own
 // translation unit (the stile::compiled library does: src/stile_kernels_*.cpp, which
 // find_package(stile) builds in the host's project; the parts compile in parallel). It defines
-// the light headers' kernel entry points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
-// configuration of kernels/gemm_instances.hpp, each compiled for every Highway target.
+// the light headers' kernel entry points (rowwise.hpp, activation.hpp, active_target.hpp,
+// number_formats.hpp) and instantiates every GEMM and decoder configuration of
+// kernels/gemm_instances.hpp and the int8 GEMM, each compiled for every Highway target.
 //   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders, the
 //           number-format kernels (xsimd: number_formats.hpp);
 //   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict;
+//   part 6: the int8 GEMM (kernels/int8_gemm.hpp): every epilogue, the exact u8 x s8 product,
+//           the activation quantization and the target's int8 packing;
 //   part 7: the GEMMs on PackedF16.
 // Not a header to include anywhere else (no include guard on purpose: a second inclusion of a
 // part in one program is an ODR error).
@@ -16,6 +19,7 @@
 #include "stile/kernels/active_target.hpp"
 #include "stile/kernels/activation.hpp"
 #include "stile/kernels/gemm_impl.hpp"
+#include "stile/kernels/int8_gemm_impl.hpp"
 #include "stile/kernels/rowwise.hpp"
 
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
@@ -121,3 +125,34 @@ STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::StackedDict)
 STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::PackedF16)
 #endif
 #undef STILE_DEFINE_GEMM_INSTANCE
+
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 6
+namespace stile::detail {
+
+void run_u8s8_i32(const Int8GemmArgs<epilogue::None>& args) {
+  using Fn = void (*)(const Int8GemmArgs<epilogue::None>&);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(RunU8S8I32);
+  choose_target(kTable)(args);
+}
+
+Int8Packing int8_packing_on_target() {
+  using Fn = Int8Packing (*)();
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(Int8PackingOnTarget);
+  return choose_target(kTable)();
+}
+
+void quantize_activations_on_target(std::size_t M, const float* A, std::size_t lda, std::size_t K, ActivationQuant aq,
+                                    QuantizedActivations& out, ThreadPool* pool) {
+  using Fn = void (*)(std::size_t, const float*, std::size_t, std::size_t, ActivationQuant, QuantizedActivations&,
+                      ThreadPool*);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(QuantizeActivationsOnTarget);
+  choose_target(kTable)(M, A, lda, K, aq, out, pool);
+}
+
+}  // namespace stile::detail
+
+#define STILE_DEFINE_INT8_GEMM_INSTANCE(E) \
+  template void ::stile::detail::run_int8_gemm<E>(const ::stile::detail::Int8GemmArgs<E>&);
+STILE_FOR_EACH_INT8_GEMM_INSTANCE(STILE_DEFINE_INT8_GEMM_INSTANCE)
+#undef STILE_DEFINE_INT8_GEMM_INSTANCE
+#endif  // part 6

@@ -1,0 +1,3 @@
+// Part 6 of the stile::compiled library: see include/stile/kernels/instantiate_kernels.hpp.
+#define STILE_KERNELS_PART 6
+#include "stile/kernels/instantiate_kernels.hpp"
