@@ -35,6 +35,7 @@
 
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
+#include "stile/ops/precision.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile_cli {
@@ -206,6 +207,13 @@ class Parser {
                    [&options](std::string_view v) { options.kind = stile::parse_read_backend_kind(v); });
     f.default_text = stile::to_string(options.kind);
     return f.one_of({"auto", "io_uring", "pread"});
+  }
+  Flag& precision(std::string& name) {  // a number-format preset (ops/precision.hpp)
+    return flag("--precision", "NAME",
+                "number formats: fp32, fp16 (fp16 weights), int8 (int8 GEMMs and LayerNorm, erf-approximated GELU: "
+                "the Arm Compute Library BERT recipe), ibert (I-BERT's integer-only GELU, softmax and LayerNorm)",
+                name)
+        .one_of({stile::kPrecisionPresets.begin(), stile::kPrecisionPresets.end()});
   }
   // 0 is the default: one per core (ThreadPool's meaning of 0), as the tools have always taken it.
   Flag& threads(std::size_t& n, std::string help = "compute threads (0 or unset: one per core)") {

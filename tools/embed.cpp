@@ -47,6 +47,7 @@ struct Options {
   bool full = false;
   std::size_t threads = 0;  // 0: the default pool
   bool verbose = false;
+  std::string precision = "fp32";  // a preset of ops/precision.hpp
   std::vector<std::string> sentences;
 };
 
@@ -78,6 +79,7 @@ Options parse_args(int argc, char** argv) {
   cli.flag("--format", "FMT", "text or json", format).one_of({"text", "json"});
   cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
   cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
+  cli.precision(options.precision);
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
@@ -188,10 +190,12 @@ int run(const Options& options) {
   };
 
   const auto load_start = Clock::now();
-  const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(options.model_dir);
+  const stile::SentenceEncoder encoder =
+      stile::SentenceEncoder::load(options.model_dir, stile::precision_preset(options.precision));
   if (options.verbose) {
-    fmt::print(stderr, "embed: loaded {} in {:.1f} ms (dim {}, max {} tokens)\n", options.model_dir.string(),
-               ms_since(load_start), encoder.dim(), encoder.config().max_seq_length);
+    fmt::print(stderr, "embed: loaded {} in {:.1f} ms (dim {}, max {} tokens, precision {})\n",
+               options.model_dir.string(), ms_since(load_start), encoder.dim(), encoder.config().max_seq_length,
+               options.precision);
   }
   if (options.tokens) {
     std::vector<stile::Encoding> encodings;

@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   std::optional<std::size_t> layers, shards;
   std::size_t preload_kb = 0, word_cache_kb = 0;
   std::string trace;
+  std::string precision = "fp32";
   bool verbose = false;
   stile_cli::Parser cli("run", "[options] STORE TEXT...",
                         "Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and "
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
   cli.storage(options.storage);
   cli.backend(options.backend);
   cli.threads(options.threads);
+  cli.precision(precision).help +=
+      "; the store's GEMMs stay in its dictionary codec (decoded panel by panel), the preset sets LayerNorm, GELU "
+      "and softmax";
   cli.flag("--bits", "B", "run the whole model with every shard at B bits (instead of the planner)",
            [&](std::string_view v) { bits = stile_cli::parse_bitwidth(v, "--bits"); });
   cli.flag("--layers", "N", "with --bits: the first N layers (default all)",
@@ -129,6 +133,7 @@ int main(int argc, char** argv) {
   if ((layers || shards) && !bits) cli.fail("--layers and --shards go with --bits");
   options.preload_bytes = preload_kb * 1024;
   options.word_cache_bytes = word_cache_kb * 1024;
+  options.ops = stile::precision_preset(precision).uniform.ops;
 
   try {
     const std::filesystem::path store = positional[0];
@@ -158,6 +163,11 @@ int main(int argc, char** argv) {
         "storage  {}{}\n", engine.backend_description(),
         engine.backend_description().find("emulat") != std::string::npos ? " (delays emulated; real bytes read)" : "");
     if (!engine.backend_note().empty()) fmt::print("note     {}\n", engine.backend_note());
+    if (precision != "fp32") {
+      fmt::print("formats  {}: LayerNorm {}, GELU {}, softmax {}; GEMMs on the store's dictionary shards\n", precision,
+                 stile::to_string(options.ops.layer_norm), stile::to_string(options.ops.gelu),
+                 stile::to_string(options.ops.softmax));
+    }
     fmt::print("profile  {}\n",
                profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
     fmt::print("shards   {}\n",

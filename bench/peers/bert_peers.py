@@ -12,11 +12,16 @@ Engines:
   onnxruntime-opt  the same export passed through onnxruntime.transformers.optimizer
                 (model_type='bert': fused Attention / SkipLayerNorm / BiasGelu / EmbedLayerNorm),
                 then run like 'onnxruntime'. Skipped, with a note in the JSON, if the optimizer fails.
+  onnxruntime-int8     the same export through onnxruntime.quantization.quantize_dynamic: int8
+                weights (QInt8, per output channel), activations quantized at run time (uint8,
+                per tensor); then run like 'onnxruntime'. Its max abs diff against the fp32 ONNX
+                model is recorded (onnx.<engine>_vs_onnx_fp32_max_abs).
+  onnxruntime-int8-pt  the same with one weight scale per tensor (per_channel=False).
 
 Usage (see bench/peers/README.md for the venv):
   HF_HUB_OFFLINE=1 .venv-ref/bin/python bench/peers/bert_peers.py --out build/peers.json \
       [--model ~/.cache/stile/all-MiniLM-L6-v2] [--threads 1,2] [--lengths 16,32,64,128,256] \
-      [--seconds 1.5] [--engines pytorch,onnxruntime,onnxruntime-opt]
+      [--seconds 1.5] [--engines pytorch,onnxruntime,onnxruntime-opt,onnxruntime-int8,onnxruntime-int8-pt]
 """
 import argparse
 import json
@@ -144,6 +149,22 @@ def export_onnx(model_dir, path, opset):
     raise RuntimeError("ONNX export failed: " + " | ".join(errors))
 
 
+# engine -> per_channel of its dynamic int8 quantization
+INT8_ENGINES = {"onnxruntime-int8": True, "onnxruntime-int8-pt": False}
+
+
+def quantize_int8(onnx_path, out_path, per_channel):
+    """ONNX Runtime's dynamic quantization of the fp32 export: MatMul/Gemm weights to int8 (QInt8,
+    symmetric), per output channel or per tensor; activations quantized per call. Cached."""
+    if os.path.exists(out_path):
+        return
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    log(f"quantizing (dynamic, QInt8, per_channel={per_channel}) -> {out_path}")
+    tmp = out_path + ".tmp.onnx"
+    quantize_dynamic(onnx_path, tmp, weight_type=QuantType.QInt8, per_channel=per_channel)
+    os.replace(tmp, out_path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -225,6 +246,18 @@ def main():
                 log(msg)
                 report["notes"].append(msg[:500])
 
+        for eng, per_channel in INT8_ENGINES.items():
+            if eng not in engines:
+                continue
+            q_path = os.path.join(args.cache, tag + (".int8-pc.onnx" if per_channel else ".int8-pt.onnx"))
+            try:
+                quantize_int8(onnx_path, q_path, per_channel)
+                sessions[eng] = q_path
+            except Exception as e:  # noqa: BLE001
+                msg = f"onnxruntime dynamic quantization failed, {eng} skipped: {type(e).__name__}: {e}"
+                log(msg)
+                report["notes"].append(msg[:500])
+
     def ort_session(path, t):
         so = ort.SessionOptions()
         so.intra_op_num_threads = t
@@ -238,12 +271,28 @@ def main():
     feeds = {"input_ids": check_ids, "attention_mask": np.ones_like(check_ids), "token_type_ids": np.zeros_like(check_ids)}
     with torch.inference_mode():
         ref = model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).last_hidden_state.numpy()
+    outputs = {}
     for eng, path in sessions.items():
         s = ort_session(path, 1)
         got = s.run(None, {i.name: feeds[i.name] for i in s.get_inputs()})[0]
+        outputs[eng] = got
         d = float(np.abs(got - ref).max())
         report["onnx"][f"{eng}_vs_pytorch_max_abs"] = d
         log(f"{eng}: max |ONNX - PyTorch| at L={max(lengths)}: {d:.2e}")
+    # the int8 models against the fp32 ONNX model they were quantized from (its own session when
+    # the 'onnxruntime' engine is not among those timed)
+    int8 = [e for e in INT8_ENGINES if e in sessions]
+    if int8:
+        if "onnxruntime" in outputs:
+            fp32 = outputs["onnxruntime"]
+        else:
+            s = ort_session(onnx_path, 1)
+            fp32 = s.run(None, {i.name: feeds[i.name] for i in s.get_inputs()})[0]
+        scale = float(np.abs(fp32).max())
+        for eng in int8:
+            d = float(np.abs(outputs[eng] - fp32).max())
+            report["onnx"][f"{eng}_vs_onnx_fp32_max_abs"] = d
+            log(f"{eng}: max |int8 - fp32 ONNX| at L={max(lengths)}: {d:.2e} (max |fp32| {scale:.2f})")
 
     for eng in engines:
         if eng not in ("pytorch",) and eng not in sessions:

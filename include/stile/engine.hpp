@@ -73,6 +73,7 @@ struct EngineOptions {
   std::size_t word_cache_bytes = 0;  // the word-row cache's budget (rows kept between requests)
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
+  OpFormats ops{};                   // LayerNorm, GELU, softmax formats (GEMMs: the shards' codec)
   std::size_t layers_in_flight = 2;  // working-buffer slots: IO runs at most this many layers ahead
   PipelineMode mode = PipelineMode::pipelined;
   bool keep_working_buffer = false;  // keep it allocated between requests (no allocation per request)

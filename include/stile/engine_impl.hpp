@@ -60,7 +60,8 @@ class EngineCore {
                    WordPieceOptions{.max_length = std::min(options_.max_tokens, config().max_position_embeddings)}),
         pool_(options_.threads, /*cpu_bound_workers=*/true),
         preload_(options_.preload_bytes),
-        compute_(std::make_unique<CpuLayerCompute>(pool_, options_.tiles, working_.workspace, working_.arena)) {
+        compute_(std::make_unique<CpuLayerCompute>(pool_, options_.tiles, working_.workspace, working_.arena,
+                                                   options_.ops)) {
     require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
     if (profile) {
       check_profile(*profile);

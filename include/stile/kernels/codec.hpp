@@ -55,6 +55,25 @@ struct PackedF32 {
   std::size_t cols() const noexcept { return n_cols; }
 };
 
+// fp16 (IEEE binary16) weights in PackedF32's panel layout: data[(p * cols() + k) * nr + j],
+// zero-padded past rows(), for the panel width nr of the target the GEMM runs on. Half the
+// bytes of PackedF32; the GEMM converts each KC x NR panel to fp32 (a contiguous run of halves)
+// right before use and accumulates in fp32. Made by pack_weights_f16 (kernels/fp16_weights.hpp),
+// which rejects weights a half cannot hold, so the halves are finite.
+struct PackedF16 {
+  const std::uint16_t* data = nullptr;
+  std::size_t n_rows = 0;
+  std::size_t n_cols = 0;
+  std::size_t nr = 0;
+  std::size_t rows() const noexcept { return n_rows; }
+  std::size_t cols() const noexcept { return n_cols; }
+};
+
+inline void validate_weights(const PackedF16& w) {
+  require(w.data != nullptr || w.n_rows == 0 || w.n_cols == 0, "fp16 weights: no data");
+  require(w.nr > 0, "fp16 weights: panel width 0 (pack them with pack_weights_f16)");
+}
+
 // Plain fp32 weights stored transposed: W^T row-major [cols x rows], row stride ld >= rows.
 // Attention's P * V is a GEMM whose "weight" V [tokens x head_dim] is W^T, read in place.
 struct DenseF32Transposed {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "stile/core/aligned_buffer.hpp"
@@ -65,7 +66,12 @@ constexpr std::size_t TileLanes() {
 //   a: row r at a + r * lda, k contiguous. b: panel, b[k * ldb + j]: packed (ldb = NR) or read in
 //   place from weights already k-major (DenseF32Transposed, ldb = its row stride).
 //   bias: NR values at this tile's columns. residual: row r at residual + r * ldr (or null).
-template <std::size_t kRows, class Shape, class Epi>
+//   kStreamB: b is read in place from weights packed at load (PackedF32), not from a panel just
+//   decoded into L1. A layer's weights are read once per forward and a small model's outgrow the
+//   L3 (MiniLM: 42 MB of fp32 weights), so at short sequences the GEMM streams B from DRAM at a
+//   few rows of A per weight; the hardware prefetcher alone kept too few lines in flight.
+//   Prefetching kPrefetchBytes ahead (the next rows of the panel, then the next panel) hides it.
+template <std::size_t kRows, class Shape, class Epi, bool kStreamB = false>
 HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::size_t lda, const float* HWY_RESTRICT b,
                             std::size_t ldb, float* c, std::size_t ldc, bool accumulate, bool finish, const float* bias,
                             const float* residual, std::size_t ldr) {
@@ -75,6 +81,9 @@ HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::si
   constexpr std::size_t kVectors = kNR / kLanes;
   static_assert(kVectors * kLanes == kNR, "NR must be a whole number of vectors");
   using V = hn::Vec<decltype(d)>;
+  constexpr std::size_t kPrefetchBytes = 4096;
+  constexpr std::size_t kPrefetchRows = kPrefetchBytes / (kNR * sizeof(float));
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
 
   V acc[kRows][kVectors];
   STILE_UNROLL
@@ -85,6 +94,10 @@ HWY_INLINE void MicroKernel(std::size_t kc, const float* HWY_RESTRICT a, std::si
 
   STILE_UNROLL4
   for (std::size_t k = 0; k < kc; ++k) {
+    if constexpr (kStreamB) {
+      // (A prefetch past the end of the weights is harmless: it never faults.)
+      for (std::size_t j = 0; j < kNR; j += kLineFloats) hwy::Prefetch(b + (k + kPrefetchRows) * ldb + j);
+    }
     V bk[kVectors];
     STILE_UNROLL
     for (std::size_t v = 0; v < kVectors; ++v) bk[v] = hn::LoadU(d, b + k * ldb + v * kLanes);
@@ -164,10 +177,10 @@ struct GemmDriver {
     float* c = g.C + m * g.ldc + n;
     if (nr == NR) {
       if (mr == MR) {
-        MicroKernel<MR, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
+        MicroKernel<MR, Shape, Epi, kInPlace>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
       } else {
         WithRows<MR - 1>(mr, [&](auto rows) {
-          MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
+          MicroKernel<rows, Shape, Epi, kInPlace>(kc, a, g.lda, b, ldb, c, g.ldc, accumulate, finish, bias, res, ldr);
         });
       }
       return;
@@ -183,7 +196,7 @@ struct GemmDriver {
     }
     if (finish && bias) std::memcpy(tile_bias, bias, nr * sizeof(float));
     WithRows<MR>(mr, [&](auto rows) {
-      MicroKernel<rows, Shape, Epi>(kc, a, g.lda, b, ldb, tile_c, NR, accumulate, finish, tile_bias,
+      MicroKernel<rows, Shape, Epi, kInPlace>(kc, a, g.lda, b, ldb, tile_c, NR, accumulate, finish, tile_bias,
                                     res ? tile_res : nullptr, NR);
     });
     for (std::size_t r = 0; r < mr; ++r) std::memcpy(c + r * g.ldc, tile_c + r * NR, nr * sizeof(float));

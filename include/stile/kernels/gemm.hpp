@@ -114,11 +114,11 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
     }
   }
   if constexpr (requires { validate_weights(W); }) validate_weights(W);  // codecs that check their fields
-  if constexpr (std::is_same_v<Weights, PackedF32>) {
+  if constexpr (std::is_same_v<Weights, PackedF32> || std::is_same_v<Weights, PackedF16>) {
     require(W.nr == gemm_panel_width<Tiles>(),
             "gemm: weights packed for panel width " + std::to_string(W.nr) + ", but the GEMM runs with " +
                 std::to_string(gemm_panel_width<Tiles>()) +
-                " on this target (pack them with pack_weights after choosing the target)");
+                " on this target (pack them with pack_weights or pack_weights_f16 after choosing the target)");
   }
   GemmArgs<Weights, Epi> args;
   args.M = M;

@@ -20,7 +20,8 @@
   STILE_GEMM_EPILOGUES(X, ::stile::PackedF32)          \
   STILE_GEMM_EPILOGUES(X, ::stile::DenseF32Transposed) \
   STILE_GEMM_EPILOGUES(X, ::stile::DictMatrix)         \
-  STILE_GEMM_EPILOGUES(X, ::stile::StackedDict)
+  STILE_GEMM_EPILOGUES(X, ::stile::StackedDict)        \
+  STILE_GEMM_EPILOGUES(X, ::stile::PackedF16)
 
 #define STILE_EXTERN_GEMM_INSTANCE(W, E)                                                            \
   extern template void ::stile::detail::run_gemm<::stile::GemmConfig<::stile::DefaultTiles, W, E>>( \

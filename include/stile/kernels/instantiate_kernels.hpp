@@ -1,13 +1,16 @@
 // stile's compiled kernels: include this file in exactly one translation unit of a program, or
-// split it over several by defining STILE_KERNELS_PART to each of 0..6 in its own translation unit
-// (the stile::compiled library does: src/stile_kernels_*.cpp, which find_package(stile) builds in
-// the host's project; seven parts compile in parallel). It defines the light headers' kernel entry
-// points (rowwise.hpp, activation.hpp, active_target.hpp) and instantiates every GEMM and decoder
-// configuration of kernels/gemm_instances.hpp, each compiled for every Highway target.
-//   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders;
+// split it over several by defining STILE_KERNELS_PART to each of its parts in its own
+// translation unit (the stile::compiled library does: src/stile_kernels_*.cpp, which
+// find_package(stile) builds in the host's project; the parts compile in parallel). It defines
+// the light headers' kernel entry points (rowwise.hpp, activation.hpp, active_target.hpp,
+// number_formats.hpp) and instantiates every GEMM and decoder configuration of
+// kernels/gemm_instances.hpp and the int8 GEMM, each compiled for every Highway target.
+//   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders, the
+//           number-format kernels (xsimd: number_formats.hpp);
 //   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict;
 //   part 6: the int8 GEMM (kernels/int8_gemm.hpp): every epilogue, the exact u8 x s8 product,
-//     the activation quantization and the target's int8 packing.
+//           the activation quantization and the target's int8 packing;
+//   part 7: the GEMMs on PackedF16.
 // Not a header to include anywhere else (no include guard on purpose: a second inclusion of a
 // part in one program is an ODR error).
 #include <string>
@@ -18,6 +21,17 @@
 #include "stile/kernels/gemm_impl.hpp"
 #include "stile/kernels/int8_gemm_impl.hpp"
 #include "stile/kernels/rowwise.hpp"
+
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
+#include <xsimd/xsimd.hpp>
+
+#include "stile/kernels/gelu_erf_approx.hpp"
+#include "stile/kernels/ibert_gelu.hpp"
+#include "stile/kernels/ibert_layernorm.hpp"
+#include "stile/kernels/ibert_softmax.hpp"
+#include "stile/kernels/int8_layernorm.hpp"
+#include "stile/kernels/number_formats.hpp"
+#endif
 #include "stile/kernels/targets.hpp"
 
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
@@ -43,6 +57,27 @@ void gelu_inplace(float* x, std::size_t n) {
   using Fn = void (*)(float*, std::size_t);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(GeluInPlace);
   choose_target(kTable)(x, n);
+}
+
+// The number-format kernels (number_formats.hpp) for xsimd's default architecture: the one the
+// flags this file is compiled with enable (the x86-64 baseline is SSE2; a host that builds
+// stile::compiled with -mavx2 -mfma or -march=native gets AVX2 or AVX-512; NEON on aarch64).
+void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
+                          const float* beta, float eps) {
+  require(cols > 0 && ld >= cols, "layer_norm_int8_rows: need 0 < cols <= ld");
+  layer_norm_int8_rows<xsimd::default_arch>(x, rows, cols, ld, gamma, beta, eps);
+}
+void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
+                             const float* beta, float eps) {
+  require(cols > 0 && ld >= cols, "layer_norm_integer_rows: need 0 < cols <= ld");
+  layer_norm_integer_rows<xsimd::default_arch>(x, rows, cols, ld, gamma, beta, eps);
+}
+void gelu_erf_approx_inplace(float* x, std::size_t n) { gelu_erf_approx_inplace<xsimd::default_arch>(x, n); }
+void gelu_integer_inplace(float* x, std::size_t n) { gelu_integer_inplace<xsimd::default_arch>(x, n); }
+void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
+  require(cols > 0 && ld >= cols, "softmax_integer_rows: need 0 < cols <= ld");
+  require(scale > 0.0f, "softmax_integer_rows: scale must be positive");
+  softmax_integer_rows<xsimd::default_arch>(x, rows, cols, ld, scale);
 }
 
 const char* active_target_name() {
@@ -85,6 +120,9 @@ STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::DictMatrix)
 #endif
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 5
 STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::StackedDict)
+#endif
+#if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 7
+STILE_GEMM_EPILOGUES(STILE_DEFINE_GEMM_INSTANCE, ::stile::PackedF16)
 #endif
 #undef STILE_DEFINE_GEMM_INSTANCE
 

@@ -13,7 +13,8 @@
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/text/wordpiece.hpp"
-#include "stile/kernels/rowwise.hpp"
+#include "stile/core/op_times.hpp"
+#include "stile/ops/formatted_ops.hpp"
 #include "stile/model/bert_weights.hpp"
 #include "stile/model/embeddings.hpp"
 #include "stile/model/pooling.hpp"
@@ -23,8 +24,11 @@ namespace stile {
 
 class BertModel {
  public:
-  // Reads config.json and model.safetensors from model_dir; stile::Error names a bad file.
-  static BertModel load(const std::filesystem::path& model_dir) { return BertModel(BertWeights::load(model_dir)); }
+  // Reads config.json and model.safetensors from model_dir, in `precision` (ops/precision.hpp:
+  // precision_preset("int8"), say); stile::Error names a bad file.
+  static BertModel load(const std::filesystem::path& model_dir, const ModelPrecision& precision = {}) {
+    return BertModel(BertWeights::load(model_dir, precision));
+  }
   explicit BertModel(BertWeights weights) : w_(std::move(weights)) {}
 
   const BertConfig& config() const noexcept { return w_.config; }
@@ -33,9 +37,10 @@ class BertModel {
   // Runs the encoder on every sequence of `batch`. Only tokens whose attention_mask is 1 are
   // computed; each mask must be 1...1 0...0 (what a tokenizer's padding makes). `hidden`
   // receives the last hidden state of the real tokens of all sequences, concatenated in order:
-  // [sum of real lengths x hidden]. Returns the real length of each sequence.
+  // [sum of real lengths x hidden]. Returns the real length of each sequence. `times`, when set,
+  // receives each operator's time (added to what it holds).
   std::vector<std::size_t> encode(std::span<const Encoding> batch, std::vector<float>& hidden,
-                                  ThreadPool* pool = nullptr) const {
+                                  ThreadPool* pool = nullptr, OpTimes* times = nullptr) const {
     ThreadPool& threads = pool != nullptr ? *pool : default_thread_pool();
     const BertConfig& c = w_.config;
     const std::size_t d = c.hidden;
@@ -47,11 +52,15 @@ class BertModel {
       offsets.push_back(offsets.back() + len);
     }
     const std::size_t tokens = offsets.back();
+    OpTimer timer(times);
     hidden.assign(tokens * d, 0.0f);
     for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], hidden.data() + offsets[i] * d);
     if (tokens == 0) return lengths;
-    layer_norm_rows(hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(), c.layer_norm_eps);
+    layer_norm_rows(w_.precision.embedding_layer_norm, hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(),
+                    w_.embed_ln_beta.data(), c.layer_norm_eps);
+    timer.lap(OpKind::kEmbedding);
     EncoderWorkspace ws;
+    ws.times = times;
     for (const BertLayerWeights& layer : w_.layers) {
       encoder_layer(layer.view(c), c, hidden.data(), offsets, ws, threads);
     }

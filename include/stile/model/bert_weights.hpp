@@ -3,8 +3,9 @@
 // checked against its config. Transformed once at load, never per request:
 //   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;
 //   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
-//   * every GEMM weight is packed into the GEMM's panel layout for the CPU's SIMD target
-//     (PackedF32), so no request transposes a weight.
+//   * every GEMM weight is converted to the format its ModelPrecision names (ops/precision.hpp) and
+//     packed into its GEMM's panel layout for the CPU's SIMD target (fp32, fp16 or int8), so no
+//     request transposes or converts a weight.
 // The word-embedding table (the largest tensor of a small BERT) stays in the memory-mapped file:
 // only the rows of a request's tokens are ever touched.
 #include <cmath>
@@ -19,23 +20,31 @@
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/ops/layer_view.hpp"
+#include "stile/ops/linear.hpp"
+#include "stile/ops/precision.hpp"
 
 namespace stile {
 
 struct BertLayerWeights {
-  PackedWeights q;                                        // [d x d], pre-scaled
-  PackedWeights kv;                                       // [2d x d]: K, then V
+  LinearWeights q;                                        // [d x d], pre-scaled
+  LinearWeights kv;                                       // [2d x d]: K, then V
   std::vector<float> qkv_bias;                            // [3d]: Q (pre-scaled), K, V
-  PackedWeights attn_out;                                 // [d x d]
+  LinearWeights attn_out;                                 // [d x d]
   std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]
-  PackedWeights ffn1;                                     // [d_ff x d]
+  LinearWeights ffn1;                                     // [d_ff x d]
   std::vector<float> ffn1_bias;                           // [d_ff]
-  PackedWeights ffn2;                                     // [d x d_ff]
+  LinearWeights ffn2;                                     // [d x d_ff]
   std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;      // [d]
+  OpFormats ops;                                          // LayerNorm, GELU, softmax
+
+  // Bytes of the GEMM weights in their formats.
+  std::size_t linear_bytes() const noexcept {
+    return q.bytes() + kv.bytes() + attn_out.bytes() + ffn1.bytes() + ffn2.bytes();
+  }
 
   // The view the layer operators read (all heads; Q pre-scaled, so attention's scale is 1).
-  LayerView<PackedF32> view(const BertConfig& c) const {
-    LayerView<PackedF32> v{q.view, kv.view, attn_out.view, ffn1.view, ffn2.view};
+  LayerView<LinearView> view(const BertConfig& c) const {
+    LayerView<LinearView> v{q.view(), kv.view(), attn_out.view(), ffn1.view(), ffn2.view()};
     v.q_bias = qkv_bias.data();
     v.kv_bias = qkv_bias.data() + c.hidden;
     v.attn_out_bias = attn_out_bias.data();
@@ -48,6 +57,7 @@ struct BertLayerWeights {
     v.heads = c.num_heads;
     v.head_dim = c.head_dim();
     v.attn_scale = 1.0f;
+    v.ops = ops;
     return v;
   }
 };
@@ -60,15 +70,21 @@ struct BertWeights {
   std::vector<float> token_type_embeddings;  // [type_vocab x d]
   std::vector<float> embed_ln_gamma, embed_ln_beta;
   std::vector<BertLayerWeights> layers;
+  ModelPrecision precision;
 
-  static BertWeights load(const std::filesystem::path& model_dir) {
+  // Reads config.json and model.safetensors from model_dir, converting each layer to `precision`
+  // (one LayerPrecision per layer, or its uniform one).
+  static BertWeights load(const std::filesystem::path& model_dir, const ModelPrecision& precision = {}) {
     BertConfig config = read_bert_config((model_dir / "config.json").string());
     SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
-    return from(std::move(config), std::move(file));
+    return from(std::move(config), std::move(file), precision);
   }
 
-  static BertWeights from(BertConfig config, SafetensorsFile file) {
-    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}};
+  static BertWeights from(BertConfig config, SafetensorsFile file, const ModelPrecision& precision = {}) {
+    require(precision.layers.empty() || precision.layers.size() == config.num_layers,
+            concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers,
+                   " layers"));
+    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, precision};
     const BertConfig& c = w.config;
     const std::size_t d = c.hidden, ff = c.intermediate;
     // Checkpoints saved from BertModel have no prefix; from BertFor... heads, "bert.".
@@ -88,9 +104,19 @@ struct BertWeights {
     auto load = [&](const std::string& name, std::vector<std::size_t> shape) {
       return w.file.to_f32(tensor(name, std::move(shape)));
     };
-    auto load_packed = [&](const std::string& name, std::size_t rows, std::size_t cols) {
+    // A GEMM weight in the format of its layer's precision; a weight the format cannot hold is an
+    // error naming the file and the tensor.
+    auto convert = [&](const float* dense, std::size_t rows, std::size_t cols, LinearFormat format,
+                       const std::string& name) {
+      try {
+        return LinearWeights::make(DenseF32(dense, rows, cols), format, precision.int8_scheme, name);
+      } catch (const Error& e) {
+        fail_in_file(w.file.path(), e.what());
+      }
+    };
+    auto load_linear = [&](const std::string& name, std::size_t rows, std::size_t cols, LinearFormat format) {
       const std::vector<float> dense = load(name, {rows, cols});
-      return pack_weights(DenseF32(dense.data(), rows, cols));
+      return convert(dense.data(), rows, cols, format, prefix + name);
     };
     w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));
     w.position_embeddings = load("embeddings.position_embeddings.weight", {c.max_position_embeddings, d});
@@ -101,6 +127,8 @@ struct BertWeights {
     for (std::size_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".";
       BertLayerWeights L;
+      const LayerPrecision& lp = precision.layer(l);
+      L.ops = lp.ops;
       std::vector<float> qkv_weight;
       qkv_weight.reserve(3 * d * d);
       L.qkv_bias.reserve(3 * d);
@@ -114,15 +142,16 @@ struct BertWeights {
         qkv_weight.insert(qkv_weight.end(), wt.begin(), wt.end());
         L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
       }
-      L.q = pack_weights(DenseF32(qkv_weight.data(), d, d));
-      L.kv = pack_weights(DenseF32(qkv_weight.data() + d * d, 2 * d, d));
-      L.attn_out = load_packed(p + "attention.output.dense.weight", d, d);
+      const LinearFormat qkv_format = lp.format(LinearOp::kQkv);
+      L.q = convert(qkv_weight.data(), d, d, qkv_format, prefix + p + "attention.self.query.weight");
+      L.kv = convert(qkv_weight.data() + d * d, 2 * d, d, qkv_format, prefix + p + "attention.self.key/value.weight");
+      L.attn_out = load_linear(p + "attention.output.dense.weight", d, d, lp.format(LinearOp::kAttnOut));
       L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
       L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});
       L.ln1_beta = load(p + "attention.output.LayerNorm.bias", {d});
-      L.ffn1 = load_packed(p + "intermediate.dense.weight", ff, d);
+      L.ffn1 = load_linear(p + "intermediate.dense.weight", ff, d, lp.format(LinearOp::kFfnIn));
       L.ffn1_bias = load(p + "intermediate.dense.bias", {ff});
-      L.ffn2 = load_packed(p + "output.dense.weight", d, ff);
+      L.ffn2 = load_linear(p + "output.dense.weight", d, ff, lp.format(LinearOp::kFfnOut));
       L.ffn2_bias = load(p + "output.dense.bias", {d});
       L.ln2_gamma = load(p + "output.LayerNorm.weight", {d});
       L.ln2_beta = load(p + "output.LayerNorm.bias", {d});

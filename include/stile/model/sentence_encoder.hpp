@@ -264,8 +264,9 @@ class SentenceEncoder {
             "SentenceEncoder: max_seq_length must be in [2, max_position_embeddings]");
   }
 
-  // Reads a sentence-transformers model directory (see the top of this file).
-  [[nodiscard]] static SentenceEncoder load(const std::filesystem::path& dir) {
+  // Reads a sentence-transformers model directory (see the top of this file); the encoder runs in
+  // `precision` (ops/precision.hpp).
+  [[nodiscard]] static SentenceEncoder load(const std::filesystem::path& dir, const ModelPrecision& precision = {}) {
     using namespace sentence_encoder_detail;
     const ModuleLayout layout = read_modules(dir);
     // The small files first, so a bad one is reported before the weights are read.
@@ -289,7 +290,7 @@ class SentenceEncoder {
       fail(vocab_file, "has ", tokenizer.vocab().size(), " tokens, more than the model's vocab_size ",
            config.vocab_size);
     }
-    BertModel model = BertModel::load(layout.bert_dir);
+    BertModel model = BertModel::load(layout.bert_dir, precision);
     return SentenceEncoder(std::move(model), std::move(tokenizer),
                            SentenceEncoderConfig{settings.max_seq_length, pooling, layout.normalize});
   }

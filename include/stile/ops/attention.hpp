@@ -1,7 +1,8 @@
 #pragma once
 // Multi-head self-attention over a batch of sequences packed back to back (no padding rows):
 // for each (sequence, head), scores = Q_h K_h^T, P = softmax(scale * scores), ctx_h = P V_h, with
-// scale = 1/sqrt(head_dim), or 1 when Q was pre-scaled at load (the fp32 model does that). Q, K
+// scale = 1/sqrt(head_dim), or 1 when Q was pre-scaled at load (the fp32 model does that); the
+// softmax in fp32 or I-BERT's integer-only one (ops/precision.hpp). Q, K
 // and V are read in place from the fused QKV activations through the GEMM's strides and codecs,
 // and ctx_h is written in place into its columns of ctx: no head split or merge copies.
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/gemm.hpp"
-#include "stile/kernels/rowwise.hpp"
+#include "stile/ops/formatted_ops.hpp"
 
 namespace stile {
 
@@ -21,10 +22,10 @@ namespace stile {
 // Q_h before ctx_h is written).
 inline void attention_head(const float* q, std::size_t ld_q, const float* k, const float* v, std::size_t ld_kv,
                            std::size_t rows, std::size_t s, std::size_t head_dim, float scale, float* scores,
-                           float* ctx, std::size_t ld_ctx) {
+                           float* ctx, std::size_t ld_ctx, SoftmaxFormat softmax = SoftmaxFormat::kF32) {
   ThreadPool& serial = single_thread_pool();
   gemm(rows, q, ld_q, DenseF32(k, s, head_dim, ld_kv), scores, s, epilogue::None{}, &serial);
-  softmax_rows(scores, rows, s, s, scale);
+  softmax_rows(softmax, scores, rows, s, s, scale);
   gemm(rows, scores, s, DenseF32Transposed(v, head_dim, s, ld_kv), ctx, ld_ctx, epilogue::None{}, &serial);
 }
 
@@ -33,7 +34,7 @@ inline void attention_head(const float* q, std::size_t ld_q, const float* k, con
 // ctx: [tokens x d], row stride ld_ctx.
 inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const std::size_t> seq_offsets,
                            std::size_t num_heads, std::size_t head_dim, float* ctx, std::size_t ld_ctx,
-                           ThreadPool& pool, float scale = 1.0f) {
+                           ThreadPool& pool, float scale = 1.0f, SoftmaxFormat softmax = SoftmaxFormat::kF32) {
   const std::size_t d = num_heads * head_dim;
   const std::size_t num_seqs = seq_offsets.size() - 1;
   // One task per (sequence, head); each runs its small GEMMs on its own thread.
@@ -45,7 +46,7 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     scores.resize(s * s);
     const float* q = qkv + begin * ld_qkv + h * head_dim;
     attention_head(q, ld_qkv, q + d, q + 2 * d, ld_qkv, s, s, head_dim, scale, scores.data(),
-                   ctx + begin * ld_ctx + h * head_dim, ld_ctx);
+                   ctx + begin * ld_ctx + h * head_dim, ld_ctx, softmax);
   });
 }
 

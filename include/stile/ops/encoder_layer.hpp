@@ -2,19 +2,22 @@
 // One BERT encoder layer (post-LayerNorm, as BERT), untiled, in place over packed token rows:
 //   x = LN1(x + Attention(x) W_o^T + b_o)
 //   x = LN2(x + GELU(x W_1^T + b_1) W_2^T + b_2)
-// Every bias, GELU and residual add is fused into the GEMM that produces it. All activations of
-// the layer are held at once ([s x 3d'], [s x d'], [s x d_ff'] and an [s x s] score buffer per
-// thread); ops/tiled_layer.hpp is the memory-frugal variant of the same layer.
+// Every bias, exact GELU and residual add is fused into the GEMM that produces it (a GELU in another
+// format runs after it, ops/formatted_ops.hpp). All activations of the layer are held at once
+// ([s x 3d'], [s x d'], [s x d_ff'] and an [s x s] score buffer per thread); ops/tiled_layer.hpp is
+// the memory-frugal variant of the same layer. Each linear layer runs in its weights' format and
+// LayerNorm, GELU and softmax in the view's OpFormats (ops/precision.hpp).
 #include <cstddef>
 #include <span>
 
 #include "stile/core/aligned_buffer.hpp"
+#include "stile/core/op_times.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/kernels/gemm.hpp"
-#include "stile/kernels/rowwise.hpp"
 #include "stile/ops/attention.hpp"
+#include "stile/ops/formatted_ops.hpp"
 #include "stile/ops/layer_view.hpp"
+#include "stile/ops/linear.hpp"
 
 namespace stile {
 
@@ -23,6 +26,7 @@ struct EncoderWorkspace {
   AlignedBuffer<float> qkv;  // [tokens x 3d']
   AlignedBuffer<float> ctx;  // [tokens x d']
   AlignedBuffer<float> ffn;  // [tokens x d_ff']
+  OpTimes* times = nullptr;  // when set, each operator's time is added to it
 
   void reserve(std::size_t tokens, std::size_t attn_width, std::size_t ffn_width) {
     qkv.resize(tokens * 3 * attn_width);
@@ -44,16 +48,33 @@ void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::sp
                    EncoderWorkspace& ws, ThreadPool& pool) {
   const std::size_t tokens = seq_offsets.back();
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width();
+  const OpFormats& f = w.ops;
   ws.reserve(tokens, da, ff);
+  OpTimer timer(ws.times);
   // Q, K, V side by side in one [tokens x 3d'] buffer, as attention reads them.
-  gemm(tokens, x, d, w.q, ws.qkv.data(), 3 * da, epilogue::Bias{.bias = w.q_bias}, &pool);
-  gemm(tokens, x, d, w.kv, ws.qkv.data() + da, 3 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
-  self_attention(ws.qkv.data(), 3 * da, seq_offsets, w.heads, w.head_dim, ws.ctx.data(), da, pool, w.attn_scale);
-  gemm(tokens, ws.ctx.data(), da, w.attn_out, x, d, epilogue::BiasResidual{w.attn_out_bias, x, d}, &pool);
-  layer_norm_rows(x, tokens, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
-  gemm(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
-  gemm(tokens, ws.ffn.data(), ff, w.ffn_out, x, d, epilogue::BiasResidual{w.ffn_out_bias, x, d}, &pool);
-  layer_norm_rows(x, tokens, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
+  linear(tokens, x, d, w.q, ws.qkv.data(), 3 * da, epilogue::Bias{.bias = w.q_bias}, &pool);
+  linear(tokens, x, d, w.kv, ws.qkv.data() + da, 3 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
+  timer.lap(OpKind::kQkv);
+  self_attention(ws.qkv.data(), 3 * da, seq_offsets, w.heads, w.head_dim, ws.ctx.data(), da, pool, w.attn_scale,
+                 f.softmax);
+  timer.lap(OpKind::kAttention);
+  linear(tokens, ws.ctx.data(), da, w.attn_out, x, d, epilogue::BiasResidual{w.attn_out_bias, x, d}, &pool);
+  timer.lap(OpKind::kAttnOut);
+  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
+  timer.lap(OpKind::kLayerNorm);
+  if (f.gelu == GeluFormat::kExact) {
+    linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
+    timer.lap(OpKind::kFfnIn);
+  } else {
+    linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::Bias{.bias = w.ffn_in_bias}, &pool);
+    timer.lap(OpKind::kFfnIn);
+    gelu_inplace(f.gelu, ws.ffn.data(), tokens * ff);
+    timer.lap(OpKind::kGelu);
+  }
+  linear(tokens, ws.ffn.data(), ff, w.ffn_out, x, d, epilogue::BiasResidual{w.ffn_out_bias, x, d}, &pool);
+  timer.lap(OpKind::kFfnOut);
+  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
+  timer.lap(OpKind::kLayerNorm);
 }
 
 }  // namespace stile

@@ -11,6 +11,7 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/layer_view.hpp"
+#include "stile/ops/precision.hpp"
 #include "stile/ops/sharded_layer.hpp"
 #include "stile/store/shard_layout.hpp"
 #include "stile/store/shard_view.hpp"
@@ -30,18 +31,20 @@ class LayerCompute {
 };
 
 // The layer on the CPU thread pool, untiled (tiles {0, 0}: the workspace holds the layer's
-// activations) or tiled (the arena holds the tiles: ops/tiled_layer.hpp). Holds references only;
-// the caller owns the pool, the workspace and the arena (the engine's working buffer).
+// activations) or tiled (the arena holds the tiles: ops/tiled_layer.hpp), with LayerNorm, GELU
+// and softmax in the formats `ops` names. Holds references only; the caller owns the pool, the
+// workspace and the arena (the engine's working buffer).
 class CpuLayerCompute final : public LayerCompute {
  public:
-  CpuLayerCompute(ThreadPool& pool, LayerTiles tiles, EncoderWorkspace& workspace, Arena& arena)
-      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(&arena) {}
+  CpuLayerCompute(ThreadPool& pool, LayerTiles tiles, EncoderWorkspace& workspace, Arena& arena,
+                  const OpFormats& ops = {})
+      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(&arena), ops_(ops) {}
   // The untiled layer only (it needs no arena).
   CpuLayerCompute(ThreadPool& pool, EncoderWorkspace& workspace) : pool_(pool), workspace_(workspace) {}
 
   void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
-    const ShardedLayer layer(shape, shards, resident);
+    const ShardedLayer layer(shape, shards, resident, ops_);
     if (tiles_.query == 0) {
       layer.run(config, x, seq_offsets, workspace_, pool_);
     } else {
@@ -54,6 +57,7 @@ class CpuLayerCompute final : public LayerCompute {
   LayerTiles tiles_{};  // {0, 0}: untiled
   EncoderWorkspace& workspace_;
   Arena* arena_ = nullptr;  // set when tiled
+  OpFormats ops_{};
 };
 
 }  // namespace stile

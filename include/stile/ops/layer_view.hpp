@@ -4,10 +4,13 @@
 // layer (m of M shards) is just a view with fewer heads and FFN neurons.
 #include <cstddef>
 
+#include "stile/ops/precision.hpp"
+
 namespace stile {
 
-// The weights of one (possibly partial) layer as the tiled layer reads them: W is any GEMM codec
-// (PackedF32 for the fp32 model, StackedDict for shards).
+// The weights of one (possibly partial) layer as the layer operators read them: W is any GEMM codec
+// (PackedF32 for the fp32 model, StackedDict for shards) or a LinearView (ops/linear.hpp: a format
+// chosen per linear layer at run time).
 template <class W>
 struct LayerView {
   W q;                             // [d' x d]
@@ -27,6 +30,7 @@ struct LayerView {
   std::size_t heads = 0;  // chosen heads; d' = heads x head_dim
   std::size_t head_dim = 0;
   float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1 if W_q was pre-scaled
+  OpFormats ops;            // LayerNorm, GELU and softmax formats (the untiled layer honours them)
 
   std::size_t attn_width() const noexcept { return heads * head_dim; }
   std::size_t ffn_width() const noexcept { return ffn_in.rows(); }

@@ -21,6 +21,7 @@
 #include "stile/kernels/gemm.hpp"
 #include "stile/store/shard_view.hpp"
 #include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/precision.hpp"
 #include "stile/ops/tiled_layer.hpp"
 
 namespace stile {
@@ -47,7 +48,9 @@ LayerResidentView resident_view(const Resident& r) noexcept {
 // LayerView the layer operators (untiled and tiled) read.
 class ShardedLayer {
  public:
-  ShardedLayer(const ShardShape& shape, std::span<const ShardView> shards, const LayerResidentView& resident)
+  // `ops`: the formats of LayerNorm, GELU and softmax (the GEMMs run on the shards' own codec).
+  ShardedLayer(const ShardShape& shape, std::span<const ShardView> shards, const LayerResidentView& resident,
+               const OpFormats& ops = {})
       : m_(shards.size()) {
     require(m_ > 0, "sharded layer: no shards chosen");
     for (const ShardMatrix part : {ShardMatrix::kQuery, ShardMatrix::kKey, ShardMatrix::kValue}) {
@@ -85,6 +88,7 @@ class ShardedLayer {
     view_.head_dim = shape.heads == 0 ? 0 : shape.attn_rows / shape.heads;
     // The shards store W_q as trained, so the 1/sqrt(head_dim) of attention goes into softmax.
     view_.attn_scale = 1.0f / std::sqrt(static_cast<float>(view_.head_dim));
+    view_.ops = ops;
   }
   ShardedLayer(const ShardedLayer&) = delete;  // the stacks point into the block vectors
   ShardedLayer& operator=(const ShardedLayer&) = delete;

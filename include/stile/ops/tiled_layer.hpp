@@ -30,10 +30,10 @@
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/bert_config.hpp"
-#include "stile/kernels/gemm.hpp"
-#include "stile/kernels/rowwise.hpp"
 #include "stile/ops/attention.hpp"
+#include "stile/ops/formatted_ops.hpp"
 #include "stile/ops/layer_view.hpp"
+#include "stile/ops/linear.hpp"
 
 namespace stile {
 
@@ -81,7 +81,7 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
     const std::span<float> kv = scope.take<float>(tokens * 2 * da);
     const std::span<float> qc_tiles = scope.take<float>((parallel_tiles ? threads : 1) * tq * da);
     const std::span<float> scores = scope.take<float>(threads * tq * longest);
-    gemm(tokens, x, d, w.kv, kv.data(), 2 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
+    linear(tokens, x, d, w.kv, kv.data(), 2 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
     ThreadPool& serial = single_thread_pool();
 
     // Head h of a query tile of `rows` tokens of a sequence of s tokens starting at `begin`, with
@@ -90,7 +90,7 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
     auto head = [&](std::size_t h, std::size_t worker, std::size_t begin, std::size_t s, std::size_t rows, float* qc) {
       const float* k = kv.data() + begin * 2 * da + h * hd;
       attention_head(qc + h * hd, da, k, k + da, 2 * da, rows, s, hd, w.attn_scale,
-                     scores.data() + worker * tq * longest, qc + h * hd, da);
+                     scores.data() + worker * tq * longest, qc + h * hd, da, w.ops.softmax);
     };
     // The whole tile: Q projection, every head, output projection with bias and residual in place
     // over the tile's rows of x (later tiles read only K and V), LayerNorm of those rows.
@@ -98,14 +98,14 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
       const std::size_t rows = std::min(tq, s - r0);
       float* xt = x + (begin + r0) * d;
       float* qc = qc_tiles.data() + (parallel_tiles ? worker : 0) * tq * da;
-      gemm(rows, xt, d, w.q, qc, da, epilogue::Bias{.bias = w.q_bias}, &inner);
+      linear(rows, xt, d, w.q, qc, da, epilogue::Bias{.bias = w.q_bias}, &inner);
       if (parallel_tiles) {
         for (std::size_t h = 0; h < w.heads; ++h) head(h, worker, begin, s, rows, qc);
       } else {
         inner.run(w.heads, [&](std::size_t h, std::size_t hw) { head(h, hw, begin, s, rows, qc); });
       }
-      gemm(rows, qc, da, w.attn_out, xt, d, epilogue::BiasResidual{w.attn_out_bias, xt, d}, &inner);
-      layer_norm_rows(xt, rows, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
+      linear(rows, qc, da, w.attn_out, xt, d, epilogue::BiasResidual{w.attn_out_bias, xt, d}, &inner);
+      layer_norm_rows(w.ops.layer_norm, xt, rows, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
     };
 
     // Query tiles are numbered sequence by sequence; tile i of the batch is found by walking the
@@ -134,9 +134,14 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
     for (std::size_t r0 = 0; r0 < tokens; r0 += tm) {
       const std::size_t rows = std::min(tm, tokens - r0);
       float* xt = x + r0 * d;
-      gemm(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
-      gemm(rows, hidden.data(), ff, w.ffn_out, xt, d, epilogue::BiasResidual{w.ffn_out_bias, xt, d}, &pool);
-      layer_norm_rows(xt, rows, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
+      if (w.ops.gelu == GeluFormat::kExact) {
+        linear(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
+      } else {
+        linear(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::Bias{.bias = w.ffn_in_bias}, &pool);
+        gelu_inplace(w.ops.gelu, hidden.data(), rows * ff);
+      }
+      linear(rows, hidden.data(), ff, w.ffn_out, xt, d, epilogue::BiasResidual{w.ffn_out_bias, xt, d}, &pool);
+      layer_norm_rows(w.ops.layer_norm, xt, rows, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
     }
   }
 }

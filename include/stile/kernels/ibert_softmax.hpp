@@ -1,0 +1,162 @@
+#pragma once
+// I-BERT's integer-only softmax (i-exp), exactly as the reference computes it:
+// kssteven418/I-BERT, fairseq/quantization/utils/quant_modules.py, class IntSoftmax (forward,
+// int_exp, int_polynomial). Per row of integers x with scaling factor s:
+//   x      = x - max(row)                                        (<= 0)
+//   x0_int = floor(-0.6931 / s)                                  (-ln 2 on the grid, negative)
+//   x      = max(x, 30 x0_int)                                   (n = 30: exp(-30 ln 2) ~ 0)
+//   q      = floor(x / x0_int), r = x - x0_int q                 (x = -q ln2 + r, r in (-ln2, 0])
+//   z      = r (r + b_int) + c_int,  b_int = floor((b/a) / s), c_int = floor((c/a) / s^2)
+//            with a, b, c = 0.35815147, 0.96963238, 1: exp(r) ~ a (r^2 + (b/a) r + c/a)
+//   e      = max(floor(z 2^(30 - q)), 0)                         scale a s^2 / 2^30
+//   e16    = QuantAct(16)(e)                                     (requantized to 16 bits)
+//   factor = floor(2^32 / sum(e16))
+//   out    = floor(e16 factor / 2^(32 - output_bit))             scale 1 / 2^output_bit
+//
+// The 16-bit requantization: the reference hands the integers e themselves (not e times their
+// scale) to QuantAct(16), whose range then is the range of e. Its largest value in any row is
+// c_int 2^30 (the row max: q = r = 0), so QuantAct's scale is act = c_int 2^30 / 32767 (float32,
+// QuantAct's formula), and fixedpoint_mul's result is round(e / act) clamped to 16 bits. The
+// reference forms that as round(round(e / (a s^2 / 2^30)) * m / 2^k) with float32 and float64
+// intermediates; here it is one exact dyadic multiply of the integer e by
+// batch_frexp(1 / double(act)), rounded half to even (quant/dyadic.hpp).
+//
+// Exactness: constants in float32 as the reference derives them (kernels/ibert_common.hpp);
+// element-wise values, the row sum and e16 * factor are exact integers (the reference's float32
+// tensors round them above 2^24; scripts/make_ibert_goldens.py reports where that would differ).
+//
+// Vector path: the row max in int32 lanes; the rest per element through the scalar reference
+// (its products need 64 and 128 bits).
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "stile/core/error.hpp"
+#include "stile/kernels/ibert_common.hpp"
+#include "stile/quant/dyadic.hpp"
+
+namespace stile::ibert {
+
+struct IntSoftmaxParams {
+  std::int64_t x0_int = 0;  // floor(-0.6931 / s), negative
+  std::int64_t b_int = 0;   // floor((0.96963238 / 0.35815147) / s)
+  std::int64_t c_int = 0;   // floor((1 / 0.35815147) / s^2)
+  quant::Dyadic to16;       // 1 / act, act = QuantAct(16)'s scale for the range [0, c_int 2^30]
+  int output_bit = 8;
+};
+
+// The per-call constants for input scaling factor s and output_bit (1..16).
+// @pre s finite and > 0, 1 <= output_bit <= 16 (checked).
+inline IntSoftmaxParams int_softmax_params(float s, int output_bit) {
+  quant::check_scale(s, "int_softmax input");
+  require(output_bit >= 1 && output_bit <= 16, "int_softmax: output_bit must be in 1..16");
+  constexpr double x0 = -0.6931, a = 0.35815147, b = 0.96963238 / a, c = 1.0 / a;
+  IntSoftmaxParams p;
+  p.output_bit = output_bit;
+  p.x0_int = floor_to_int64(torch_rdiv(x0, s), "int_softmax x0_int");
+  p.b_int = floor_to_int64(torch_rdiv(b, s), "int_softmax b_int");
+  const float s2 = s * s;
+  p.c_int = floor_to_int64(torch_rdiv(c, s2), "int_softmax c_int");
+  require(p.x0_int < 0 && p.c_int > 0 && p.c_int < (std::int64_t{1} << 48),
+          "int_softmax: input scaling factor out of range (needs 1 <= c / s^2 < 2^48)");
+  // QuantAct(16) on [0, c_int 2^30]: scale = max(|min|, |max|) (>= 1e-8) / 32767.
+  const float range = static_cast<float>(p.c_int) * 0x1p30f;
+  const float act = torch_div_scalar(range, 32767.0);
+  p.to16 = quant::dyadic_from_scale(1.0 / static_cast<double>(act), "int_softmax QuantAct(16)");
+  return p;
+}
+
+// e16 of one element with x = x_int - row max (<= 0): the scalar reference of the steps up to
+// the 16-bit requantization, exact (z <= c_int < 2^48, z * multiplier < 2^80 in int128).
+inline std::int32_t int_softmax_exp16(std::int64_t x, const IntSoftmaxParams& p) {
+  const std::int64_t lo = 30 * p.x0_int;
+  x = x > lo ? x : lo;
+  const std::int64_t q = x / p.x0_int;  // both <= 0 / < 0: C++ truncation is the floor here
+  const std::int64_t r = x - p.x0_int * q;
+  std::int64_t z = r * (r + p.b_int) + p.c_int;
+  if (z < 0) z = 0;  // clamp(min = 0) of e = z 2^(30 - q); z > 0 for every r in (x0_int, 0]
+  // e = z 2^(30 - q); round(e * m / 2^k) = round(z * m / 2^(k - 30 + q)).
+  const std::int64_t v = quant::round_half_even_shift(static_cast<quant::int128>(z) * p.to16.multiplier,
+                                                      p.to16.shift - 30 + static_cast<int>(q));
+  return static_cast<std::int32_t>(quant::clamp_i64(v, -32768, 32767));
+}
+
+// The normalization of one row of e16 values (n of them, scratch e) into out.
+inline void int_softmax_normalize(const std::int32_t* e, std::size_t n, const IntSoftmaxParams& p, std::int32_t* out) {
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += e[i];
+  // factor = floor(2^32 / sum) as torch computes it: reciprocal(float(sum)) * 2^32 in float32.
+  const std::int64_t factor = floor_to_int64(torch_rdiv(0x1p32, static_cast<float>(sum)), "int_softmax factor");
+  const int sh = 32 - p.output_bit;
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(floor_shift(e[i] * factor, sh));
+}
+
+// y = IntSoftmax(x) per row: x is rows x cols int32 with row stride ld_x, y rows x cols with
+// row stride ld_y (may be the same array as x: each row is read before it is written). Returns the
+// output scaling factor 1 / 2^output_bit (I-BERT's attention uses output_bit = 8).
+// @pre 0 < cols <= ld_x, ld_y; s finite and > 0; 1 <= output_bit <= 16 (checked).
+template <class Arch>
+float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols, std::size_t ld_x, float s,
+                       int output_bit, std::int32_t* y, std::size_t ld_y) {
+  require(cols > 0 && cols <= ld_x && cols <= ld_y, "int_softmax_rows: needs 0 < cols <= ld");
+  const IntSoftmaxParams p = int_softmax_params(s, output_bit);
+  using B = xsimd::batch<std::int32_t, Arch>;
+  constexpr std::size_t L = B::size;
+  std::vector<std::int32_t> e(cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int32_t* xr = x + r * ld_x;
+    std::int32_t m = std::numeric_limits<std::int32_t>::min();
+    const std::size_t full = cols - cols % L;
+    if (full > 0) {
+      B acc = B::load_unaligned(xr);
+      for (std::size_t i = L; i < full; i += L) acc = xsimd::max(acc, B::load_unaligned(xr + i));
+      alignas(64) std::int32_t buf[L];
+      acc.store_aligned(buf);
+      for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+    }
+    for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
+    for (std::size_t i = 0; i < cols; ++i) e[i] = int_softmax_exp16(static_cast<std::int64_t>(xr[i]) - m, p);
+    int_softmax_normalize(e.data(), cols, p, y + r * ld_y);
+  }
+  return 1.0f / static_cast<float>(1 << output_bit);
+}
+
+}  // namespace stile::ibert
+
+namespace stile {
+
+// softmax(scale * x) per row, in place, through IntSoftmax, as the float model will call it.
+// Quantization in front (what I-BERT feeds IntSoftmax): there, the scores are the int32
+// accumulator of 8-bit Q times 8-bit K with scale s_q s_k / sqrt(d), one scale per tensor. Here
+// each row of scale * x is quantized on its own, symmetric, 16 bits (QuantAct's formula: step
+// max|row| / 32767, at least 1e-6, round half to even, clamp to [-32767, 32766]), which is no
+// coarser than I-BERT's per-tensor accumulator grid. The output is I-BERT's: 8 bits
+// (probabilities in multiples of 1/256, rounded down), dequantized.
+// @pre 0 < cols <= ld, scale > 0 (checked).
+template <class Arch>
+void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
+  require(cols > 0 && cols <= ld, "softmax_integer_rows: needs 0 < cols <= ld");
+  require(scale > 0.0f, "softmax_integer_rows: scale must be > 0");
+  std::vector<float> row(cols);
+  std::vector<std::int32_t> q(cols), out(cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* xr = x + r * ld;
+    for (std::size_t i = 0; i < cols; ++i) row[i] = xr[i] * scale;
+    ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(row.data(), cols), 16);
+    // A row that is (nearly) flat: its 16-bit step would be below 1e-6 and the constants c / s^2
+    // would grow past 48 bits; a step of 1e-6 still resolves every difference that matters to exp.
+    if (qp.scale < 1e-6f) qp.scale = 1e-6f;
+    ibert::quantize_symmetric<Arch>(row.data(), cols, qp, q.data());
+    const float so = ibert::int_softmax_rows<Arch>(q.data(), 1, cols, cols, qp.scale, 8, out.data(), cols);
+    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so;
+  }
+}
+
+namespace ibert {
+using stile::softmax_integer_rows;  // also reachable beside the integer kernel it wraps
+}  // namespace ibert
+
+}  // namespace stile

@@ -1,0 +1,83 @@
+#pragma once
+// A linear layer whose number format is chosen at run time (ops/precision.hpp): fp32 or fp16
+// weights through the fp32 GEMM's codecs, or int8 weights through the int8 GEMM (activations
+// quantized per row on the fly). The layer operators call linear() for every weight type: a
+// compile-time codec goes straight to gemm(), a LinearView picks its kernel by its format.
+#include <cstddef>
+#include <string_view>
+
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/kernels/fp16_weights.hpp"
+#include "stile/kernels/gemm.hpp"
+#include "stile/kernels/int8_gemm.hpp"
+#include "stile/ops/precision.hpp"
+#include "stile/quant/int8_weights.hpp"
+
+namespace stile {
+
+// Non-owning: the weights of one linear layer in the format `format` (the other views empty).
+struct LinearView {
+  LinearFormat format = LinearFormat::kF32;
+  PackedF32 f32;
+  PackedF16 f16;
+  Int8Matrix i8;
+
+  std::size_t rows() const noexcept {
+    return format == LinearFormat::kF32 ? f32.rows() : format == LinearFormat::kF16 ? f16.rows() : i8.rows();
+  }
+  std::size_t cols() const noexcept {
+    return format == LinearFormat::kF32 ? f32.cols() : format == LinearFormat::kF16 ? f16.cols() : i8.cols();
+  }
+};
+
+// Owns one linear layer's weights, converted once at load from fp32 [rows x cols] (row stride ld).
+struct LinearWeights {
+  LinearFormat format = LinearFormat::kF32;
+  PackedWeights f32;
+  PackedWeightsF16 f16;
+  Int8Weights i8;
+
+  // `name` names the tensor in errors (a weight that fp16 or int8 cannot hold).
+  static LinearWeights make(const DenseF32& w, LinearFormat format, Int8Scheme scheme, std::string_view name) {
+    LinearWeights out;
+    out.format = format;
+    switch (format) {
+      case LinearFormat::kF32: out.f32 = pack_weights(w); break;
+      case LinearFormat::kF16: out.f16 = pack_weights_f16(w, name); break;
+      case LinearFormat::kInt8: out.i8 = quantize_int8(w.data, w.rows(), w.cols(), w.ld, scheme, name); break;
+    }
+    return out;
+  }
+
+  LinearView view() const noexcept {
+    LinearView v;
+    v.format = format;
+    v.f32 = f32.view;
+    v.f16 = f16.view;
+    v.i8 = i8.view;
+    return v;
+  }
+  // Bytes of weight memory (scales and column sums included for int8).
+  std::size_t bytes() const noexcept {
+    return format == LinearFormat::kF32 ? f32.bytes() : format == LinearFormat::kF16 ? f16.bytes() : i8.bytes();
+  }
+};
+
+// C = epilogue(A * W^T) in W's format (the contract of gemm() in kernels/gemm.hpp).
+template <WeightMatrix W, class Epi>
+void linear(std::size_t M, const float* A, std::size_t lda, const W& w, float* C, std::size_t ldc, const Epi& epi,
+            ThreadPool* pool) {
+  if constexpr (std::is_same_v<W, LinearView>) {
+    switch (w.format) {
+      case LinearFormat::kF32: gemm(M, A, lda, w.f32, C, ldc, epi, pool); return;
+      case LinearFormat::kF16: gemm(M, A, lda, w.f16, C, ldc, epi, pool); return;
+      case LinearFormat::kInt8: gemm_int8(M, A, lda, w.i8, C, ldc, epi, pool); return;
+    }
+    throw Error("linear: unknown weight format");
+  } else {
+    gemm(M, A, lda, w, C, ldc, epi, pool);
+  }
+}
+
+}  // namespace stile
