@@ -44,7 +44,12 @@ struct BertLayerWeights {
 
   // The view the layer operators read (all heads; Q pre-scaled, so attention's scale is 1).
   LayerView<LinearView> view(const BertConfig& c) const {
-    LayerView<LinearView> v{q.view(), kv.view(), attn_out.view(), ffn1.view(), ffn2.view()};
+    LayerView<LinearView> v;
+    v.q = q.view();
+    v.kv = kv.view();
+    v.attn_out = attn_out.view();
+    v.ffn_in = ffn1.view();
+    v.ffn_out = ffn2.view();
     v.q_bias = qkv_bias.data();
     v.kv_bias = qkv_bias.data() + c.hidden;
     v.attn_out_bias = attn_out_bias.data();
