@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "stile/core/half.hpp"
@@ -40,8 +41,12 @@ struct PanelDecoder<PackedF16> {
     if constexpr (kNR % kLanes == 0) {  // any power-of-two NR; `out` + i stays vector-aligned
       const hn::Rebind<hwy::float16_t, decltype(df)> df16;
       const auto* HWY_RESTRICT halves = reinterpret_cast<const hwy::float16_t*>(src);
-      // Two vectors per step: the loads of one overlap the conversion of the other.
+      // Two vectors per step: the loads of one overlap the conversion of the other. The halves
+      // stream from DRAM at short sequences (as PackedF32's floats do, gemm-inl.h's kStreamB):
+      // prefetch 4 KiB ahead, into the next panel at the end of this one.
+      constexpr std::size_t kPrefetchHalves = 4096 / sizeof(std::uint16_t);
       for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+        hwy::Prefetch(halves + i + kPrefetchHalves);
         const auto a = hn::PromoteTo(df, hn::LoadU(df16, halves + i));
         const auto b = hn::PromoteTo(df, hn::LoadU(df16, halves + i + kLanes));
         hn::Store(a, df, out + i);
