@@ -438,7 +438,7 @@ std::uint32_t float_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 
 }  // namespace
 
-TEST_CASE("IntSoftmax's double lanes equal the int128 reference on every 16-bit input", "[int_ops][ibert]") {
+TEST_CASE("IntSoftmax's float and double lanes equal the int128 reference on every 16-bit input", "[int_ops][ibert]") {
   INFO("xsimd arch " << Arch::name());
   if (!cpu_runs_arch()) return;
   // All of x - max in [-65533, 0] (what the float wrapper's 16-bit rows give), for scaling
@@ -462,6 +462,15 @@ TEST_CASE("IntSoftmax's double lanes equal the int128 reference on every 16-bit 
     }
     CHECK(bad == 0);
     CHECK(sum == ref_sum);
+    // The float-lane front end the float wrapper uses (|x0_int| < 2^22 for every s here).
+    REQUIRE(p.x0_int > -(std::int64_t{1} << 22));
+    std::vector<float> df(d.begin(), d.end());
+    stile::ibert::IntSoftmaxScratch scratch(df.size());
+    std::vector<double> en(df.size());
+    const std::int64_t sum_n =
+        stile::ibert::int_softmax_e16_row_narrow<Arch>(df.data(), df.size(), 0.0f, p, scratch, en.data());
+    CHECK(en == e);
+    CHECK(sum_n == ref_sum);
   }
 }
 

@@ -114,9 +114,22 @@ xsimd::batch<double, Arch> round_nonneg(xsimd::batch<double, Arch> v, xsimd::bat
   return (v + big) - big;
 }
 
+// The scalar reference of a whole row (x: integers held in doubles or floats): the vector paths
+// fallback.
+template <class T>
+std::int64_t int_softmax_e16_row_scalar(const T* x, std::size_t n, T xmax, const IntSoftmaxParams& p, double* e) {
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e[i] = v;
+    sum += v;
+  }
+  return sum;
+}
+
 // e[i] = e16 of x[i] - xmax for i < n (x: integers held in doubles, xmax their row max), stored as
 // doubles (exact integers in [0, 32767]); returns their sum (exact: < 2^53 for any n that fits in
-// memory). e may be x. The double-lane path and its exactness: see the header comment. (The
+// memory). e must not overlap x (a row near a tie is redone from x). The double-lane path and its exactness: see the header comment. (The
 // callers widen their int32 or float rows into doubles with plain loops, which the compiler
 // vectorizes: xsimd 8.1's converting loads go through a stack buffer, a store-forwarding stall.)
 template <class Arch>
@@ -131,6 +144,7 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
   const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
   const BD one(1.0), zero(0.0), top(32767.0), big(0x1p52), bias(0x1p52 + 1023.0), danger(0.5 - 0x1p-30);
   BD acc(0.0);
+  xsimd::batch_bool<double, Arch> near_tie(false);
   alignas(64) double buf[L];
   const std::size_t full = n - n % L;
   for (std::size_t i = 0; i < full; i += L) {
@@ -148,25 +162,102 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
     const BD p2 = xsimd::bitwise_cast<BD>(xsimd::bitwise_cast<BL>(bias - q) << 52);
     const BD v = (z * vm) * p2;
     const BD y = round_nonneg(v, big);
-    if (xsimd::any(xsimd::abs(v - y) > danger)) {
-      // Within 2^-30 of a half-integer: the double may have rounded across it; redo exactly.
-      for (std::size_t j = 0; j < L; ++j) {
-        buf[j] = int_softmax_exp16(static_cast<std::int64_t>(x[i + j] - xmax), p);
-      }
-      const BD ye = BD::load_aligned(buf);
-      ye.store_unaligned(e + i);
-      acc += ye;
-    } else {
-      const BD ym = xsimd::min(y, top);
-      ym.store_unaligned(e + i);
-      acc += ym;
-    }
+    // Within 2^-30 of a half-integer, the double may have rounded across it: such a row is redone
+    // exactly (rare: the values would have to fall within 2^-30 of one of 2^16 points).
+    near_tie = near_tie | (xsimd::abs(v - y) > danger);
+    const BD ym = xsimd::min(y, top);
+    ym.store_unaligned(e + i);
+    acc += ym;
   }
+  if (xsimd::any(near_tie)) return int_softmax_e16_row_scalar(x, n, xmax, p, e);
   // The lanes' sums by hand: xsimd::hadd on avx512 doubles trips GCC 12's -Wuninitialized.
   acc.store_aligned(buf);
   std::int64_t sum = 0;
   for (std::size_t j = 0; j < L; ++j) sum += static_cast<std::int64_t>(buf[j]);
   for (std::size_t i = full; i < n; ++i) {
+    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e[i] = v;
+    sum += v;
+  }
+  return sum;
+}
+
+// Scratch of int_softmax_e16_row_narrow: four rows of n (float, float, double, double).
+struct IntSoftmaxScratch {
+  std::vector<float> r, p2;
+  std::vector<double> rd, p2d;
+  explicit IntSoftmaxScratch(std::size_t n) : r(n), p2(n), rd(n), p2d(n) {}
+};
+
+// int_softmax_e16_row for rows of 16-bit integers (|x - xmax| <= 2^17, held in floats) and
+// |x0_int| < 2^22 (s > 2^-21.5; the float wrapper's s >= 1e-6 gives |x0_int| <= 693100): the
+// steps up to r run in float lanes, twice as many as doubles. x - max and x0_int are exact in a
+// float; q comes from the nearest integer to x (1 / x0_int) (relative error below 2^-22, so the
+// floor or one above it, as in the double path) and r = x - x0_int q is exact: |x0_int q| <=
+// |x - max| + |x0_int| < 2^24. 2^-q is built in int32 lanes. r and 2^-q are widened to doubles
+// by a plain loop, and the rest is int_softmax_e16_row's double path. Same results.
+template <class Arch>
+std::int64_t int_softmax_e16_row_narrow(const float* x, std::size_t n, float xmax, const IntSoftmaxParams& p,
+                                        IntSoftmaxScratch& sc, double* e) {
+  using BF = xsimd::batch<float, Arch>;
+  using BI = xsimd::batch<std::int32_t, Arch>;
+  using BD = xsimd::batch<double, Arch>;
+  constexpr std::size_t LF = BF::size, LD = BD::size;
+  const float x0 = static_cast<float>(p.x0_int);
+  const BF vx0(x0), vinv(1.0f / x0), vmax(xmax), fzero(0.0f), fone(1.0f), fbig(0x1.8p23f);
+  // 30 x0_int: exact below 2^24; above, every x - max (>= -2^17) is above it however it rounds.
+  const BF vlo(30.0f * x0);
+  const std::size_t full_f = n - n % LF;
+  float* rr = sc.r.data();
+  float* pp = sc.p2.data();
+  for (std::size_t i = 0; i < full_f; i += LF) {
+    const BF d = xsimd::max(BF::load_unaligned(x + i) - vmax, vlo);
+    BF q = (d * vinv + fbig) - fbig;  // nearest integer (|.| <= 31 < 2^22)
+    BF r = d - vx0 * q;
+    const auto high = r > fzero;
+    q = xsimd::select(high, q - fone, q);
+    r = xsimd::select(high, r + vx0, r);
+    r.store_unaligned(rr + i);
+    // 2^-q: the biased exponent 127 - q shifted into a float's exponent field.
+    xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23).store_unaligned(pp + i);
+  }
+  for (std::size_t i = full_f; i < n; ++i) {
+    // The same steps one element at a time (int64: q and r exactly).
+    std::int64_t d = static_cast<std::int64_t>(x[i] - xmax);
+    const std::int64_t lo = 30 * p.x0_int;
+    d = d > lo ? d : lo;
+    const std::int64_t q = d / p.x0_int;
+    rr[i] = static_cast<float>(d - p.x0_int * q);
+    pp[i] = std::ldexp(1.0f, -static_cast<int>(q));
+  }
+  double* rd = sc.rd.data();
+  double* pd = sc.p2d.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    rd[i] = rr[i];
+    pd[i] = pp[i];
+  }
+  const BD vb(static_cast<double>(p.b_int)), vc(static_cast<double>(p.c_int)), zero(0.0), top(32767.0), big(0x1p52),
+      danger(0.5 - 0x1p-30);
+  const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
+  BD acc(0.0);
+  xsimd::batch_bool<double, Arch> near_tie(false);
+  alignas(64) double buf[LD];
+  const std::size_t full_d = n - n % LD;
+  for (std::size_t i = 0; i < full_d; i += LD) {
+    const BD r = BD::load_unaligned(rd + i);
+    const BD z = xsimd::max(r * (r + vb) + vc, zero);
+    const BD v = (z * vm) * BD::load_unaligned(pd + i);
+    const BD y = round_nonneg(v, big);
+    near_tie = near_tie | (xsimd::abs(v - y) > danger);
+    const BD ym = xsimd::min(y, top);
+    ym.store_unaligned(e + i);
+    acc += ym;
+  }
+  if (xsimd::any(near_tie)) return int_softmax_e16_row_scalar(x, n, xmax, p, e);  // rare: see above
+  acc.store_aligned(buf);
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < LD; ++j) sum += static_cast<std::int64_t>(buf[j]);
+  for (std::size_t i = full_d; i < n; ++i) {
     const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
     e[i] = v;
     sum += v;
@@ -204,7 +295,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
   const IntSoftmaxParams p = int_softmax_params(s, output_bit);
   using B = xsimd::batch<std::int32_t, Arch>;
   constexpr std::size_t L = B::size;
-  std::vector<double> e(cols);  // one scratch row per call
+  std::vector<double> xd(cols), e(cols);  // scratch rows, once per call
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int32_t* xr = x + r * ld_x;
     std::int32_t m = std::numeric_limits<std::int32_t>::min();
@@ -217,8 +308,8 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
       for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
     }
     for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
-    for (std::size_t i = 0; i < cols; ++i) e[i] = xr[i];
-    const std::int64_t sum = int_softmax_e16_row<Arch>(e.data(), cols, m, p, e.data());
+    for (std::size_t i = 0; i < cols; ++i) xd[i] = xr[i];
+    const std::int64_t sum = int_softmax_e16_row<Arch>(xd.data(), cols, m, p, e.data());
     int_softmax_normalize_row<Arch>(e.data(), cols, sum, p);
     std::int32_t* yr = y + r * ld_y;
     for (std::size_t i = 0; i < cols; ++i) yr[i] = static_cast<std::int32_t>(e[i]);
@@ -248,6 +339,7 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
   // Scratch for one row, allocated once per call: the 16-bit integers (as floats: exact) and e16.
   std::vector<float> q(cols);
   std::vector<double> e(cols);
+  ibert::IntSoftmaxScratch scratch(cols);
   const BF vscale(scale);
   alignas(64) float buf[L];
   for (std::size_t r = 0; r < rows; ++r) {
@@ -290,8 +382,14 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
       m = q[i] > m ? q[i] : m;
     }
     const ibert::IntSoftmaxParams p = ibert::int_softmax_params(qp.scale, 8);
-    for (std::size_t i = 0; i < cols; ++i) e[i] = q[i];
-    const std::int64_t sum = ibert::int_softmax_e16_row<Arch>(e.data(), cols, m, p, e.data());
+    std::int64_t sum = 0;
+    if (p.x0_int > -(std::int64_t{1} << 22)) {
+      sum = ibert::int_softmax_e16_row_narrow<Arch>(q.data(), cols, m, p, scratch, e.data());
+    } else {
+      double* qd = scratch.rd.data();
+      for (std::size_t i = 0; i < cols; ++i) qd[i] = q[i];
+      sum = ibert::int_softmax_e16_row<Arch>(qd, cols, m, p, e.data());
+    }
     ibert::int_softmax_normalize_row<Arch>(e.data(), cols, sum, p);
     // The 8-bit output dequantized: out / 2^8, exact in floats.
     for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(e[i]) * (1.0f / 256.0f);
