@@ -123,24 +123,23 @@ void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, 
 // @pre 0 < cols <= ld, eps >= 0 (checked).
 //
 // One pass per step, all in vector lanes, no allocation per row: the int8 values are kept as
-// floats (exact) in a scratch row; their sums run in int32 lanes, exact while a lane adds at most
-// 2^17 squares of |q| <= 128 (2^31 / 128^2): longer rows flush the lanes into int64 every 2^17
-// vectors. The fp32 values of the normalization are computed once, with layer_norm_int8_row's
-// vector formula (and its scalar one in the tail), kept for the output range and then
-// requantized: the result is layer_norm_int8_row's, element for element.
+// floats (exact) in a scratch row, and their sums run in float lanes too: exact while a lane adds
+// at most 1024 squares of |q| <= 128 (1024 128^2 = 2^24, a float's last exact integer), so the
+// lanes are drained into int64 every 1024 vectors. (Integer lanes would need int32 multiplies,
+// which xsimd does one lane at a time on SSE2.) The fp32 values of the normalization are computed
+// once, with layer_norm_int8_row's vector formula (and its scalar one in the tail), kept for the
+// output range and then requantized: the result is layer_norm_int8_row's, element for element.
 template <class Arch>
 void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                           const float* beta, float eps) {
   require(cols > 0 && cols <= ld, "layer_norm_int8_rows: needs 0 < cols <= ld");
   require(eps >= 0.0f, "layer_norm_int8_rows: eps must be >= 0");
   using BF = xsimd::batch<float, Arch>;
-  using BI = xsimd::batch<std::int32_t, Arch>;
   constexpr std::size_t L = BF::size;
-  constexpr std::size_t flush = std::size_t{1} << 17;  // vectors per int32 lane sum (see above)
+  constexpr std::size_t flush = 1024;  // vectors per float lane sum (see above)
   const std::size_t full = cols - cols % L;
   std::vector<float> qf(cols), v(cols);  // scratch rows, once per call
   alignas(64) float fbuf[L], gbuf[L];
-  alignas(64) std::int32_t ibuf[L], jbuf[L];
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     // Row range.
@@ -168,32 +167,27 @@ void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::siz
     std::int64_t s1 = 0, s2 = 0;
     {
       const BF vs(in.scale), vz(static_cast<float>(in.zero_point)), qlo(-128.0f), qhi(127.0f);
-      BI a1(0), a2(0);
+      BF a1(0.0f), a2(0.0f);
       std::size_t n = 0;
+      auto drain = [&] {
+        a1.store_aligned(fbuf);
+        a2.store_aligned(gbuf);
+        for (std::size_t j = 0; j < L; ++j) {
+          s1 += static_cast<std::int64_t>(fbuf[j]);
+          s2 += static_cast<std::int64_t>(gbuf[j]);
+        }
+        a1 = BF(0.0f);
+        a2 = BF(0.0f);
+        n = 0;
+      };
       for (std::size_t i = 0; i < full; i += L) {
         const BF t = xsimd::min(xsimd::max(xsimd::nearbyint(BF::load_unaligned(xr + i) / vs) + vz, qlo), qhi);
         t.store_unaligned(qf.data() + i);
-        const BI ti = xsimd::nearbyint_as_int(t);  // exact: t holds an integer
-        a1 += ti;
-        a2 += ti * ti;
-        if (++n == flush) {
-          a1.store_aligned(ibuf);
-          a2.store_aligned(jbuf);
-          for (std::size_t j = 0; j < L; ++j) {
-            s1 += ibuf[j];
-            s2 += jbuf[j];
-          }
-          a1 = BI(0);
-          a2 = BI(0);
-          n = 0;
-        }
+        a1 += t;
+        a2 += t * t;
+        if (++n == flush) drain();
       }
-      a1.store_aligned(ibuf);
-      a2.store_aligned(jbuf);
-      for (std::size_t j = 0; j < L; ++j) {
-        s1 += ibuf[j];
-        s2 += jbuf[j];
-      }
+      drain();
       for (std::size_t i = full; i < cols; ++i) {
         const std::int8_t qi = quantize_int8(xr[i], in);
         qf[i] = qi;
