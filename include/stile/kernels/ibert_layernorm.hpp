@@ -23,8 +23,10 @@
 // that would differ). The output integers are int64: |floor(y factor / 2)| <= 2^30, but the
 // bias integers grow as beta / gamma does.
 //
-// Vector path: the row sum in int32 lanes (when C max|x| < 2^31, always for 16-bit inputs); the
-// variance and the output per element in int64 and int128 through the scalar reference.
+// Vector paths: int_layer_norm_rows sums a row in int32 lanes (when C max|x| < 2^31, always for
+// 16-bit inputs) and takes the variance and the output per element in int64 and int128.
+// layer_norm_integer_rows, whose rows are 16-bit, runs every step in double lanes, exactly (the
+// bounds are at the function).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -168,7 +170,8 @@ namespace stile {
 // (0, raised per row by the overflow handling as the reference's first call would). The output
 // is dequantized with IntLayerNorm's per-column scale. eps is not used by the integer algorithm
 // (see above); it is taken for the signature of layer_norm_rows. @pre 0 < cols <= ld, gamma
-// finite and nonzero, beta finite, eps >= 0 (checked).
+// finite and nonzero, beta finite, eps >= 0, cols < 2^21 (checked). The result is
+// int_layer_norm_rows's on each row (one row per call, shift 0), dequantized, bit for bit.
 template <class Arch>
 void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                              const float* beta, float eps) {

@@ -15,9 +15,10 @@
 // The zero point cancels in q - mean_q, so it enters only through the quantization.
 //
 // Instantiation contract: a template on the xsimd architecture (normally xsimd::default_arch,
-// in a translation unit compiled for it). The integer sums are plain loops over int8 (compilers
-// vectorize them); the fp32 normalization and requantization run in xsimd float batches with a
-// scalar tail of the same formula.
+// in a translation unit compiled for it). In layer_norm_int8_row the integer sums are plain loops
+// over int8 (compilers vectorize them); the fp32 normalization and requantization run in xsimd
+// float batches with a scalar tail of the same formula. The float wrapper runs every step in
+// float lanes (see there).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
