@@ -368,7 +368,8 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
     if (full > 0) {
       BF vm(lo);
       for (std::size_t i = 0; i < full; i += L) {
-        const BF v = xsimd::nearbyint((BF::load_unaligned(xr + i) * vscale) * BF(inv));
+        // nearbyint_as_int: quantize_symmetric's rounding (one instruction; |v| <= 32768 here).
+        const BF v = xsimd::to_float(xsimd::nearbyint_as_int((BF::load_unaligned(xr + i) * vscale) * BF(inv)));
         const BF c = xsimd::min(xsimd::max(v, BF(lo)), BF(hi));
         c.store_unaligned(q.data() + i);
         vm = xsimd::max(vm, c);
