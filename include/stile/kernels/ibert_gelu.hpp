@@ -104,6 +104,22 @@ struct IntGeluLanes {
   }
 };
 
+// v[i] = IntGELU(v[i]) in place, int32, for inputs that int_gelu_fits_int32 accepts (so no
+// intermediate overflows): int_gelu_scalar's steps as a plain loop for the compiler to vectorize.
+inline void int_gelu_int32(std::int32_t* v, std::size_t n, const IntGeluParams& p) {
+  const std::int32_t b = static_cast<std::int32_t>(p.b_int), c = static_cast<std::int32_t>(p.c_int),
+                     one = static_cast<std::int32_t>(p.one_int);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t x = v[i];
+    std::int32_t a = x < 0 ? -x : x;
+    a = a < -b ? a : -b;
+    const std::int32_t t = a + b;
+    const std::int32_t poly = t * t + c;
+    const std::int32_t sp = x > 0 ? poly : x < 0 ? -poly : 0;
+    v[i] = x * ((sp >> 14) + one);  // >> of a negative int32: arithmetic (C++20), the floor
+  }
+}
+
 // y[i] = IntGELU(x[i]) for i < n with input scaling factor s; returns the output scaling factor.
 // @pre s finite and > 0 (checked); x and y do not overlap (not checked).
 // Throws stile::Error if the constants or the products do not fit int64 (a scale far finer than
@@ -146,10 +162,10 @@ namespace stile {
 // error against exact GELU is I-BERT's own: the erf polynomial's (its erf(0+) is 1 + a b^2 = 0.096,
 // so near 0 the result is off by about 0.05 |x|), plus half a step of the grid.
 //
-// Vector path: when int_gelu_fits_int32 accepts the 16-bit range (|q| <= 32767), quantization,
-// IntGELU and the dequantization run in one pass over int32 and float lanes of the same width
-// (the int32 -> float conversion rounds to nearest even, as the int64 -> float one of the scalar
-// path does); otherwise the integers go through int_gelu.
+// Vector path: when int_gelu_fits_int32 accepts the 16-bit range (|q| <= 32767), quantization
+// and dequantization run in float lanes and IntGELU in int32 between them, block by block (the
+// int32 -> float conversion rounds to nearest even, as the int64 -> float one of the scalar path
+// does); otherwise the integers go through int_gelu.
 template <class Arch>
 void gelu_integer_inplace(float* x, std::size_t n) {
   if (n == 0) return;
@@ -163,13 +179,23 @@ void gelu_integer_inplace(float* x, std::size_t n) {
     using BI = xsimd::batch<std::int32_t, Arch>;
     constexpr std::size_t L = BF::size;
     const float inv = 1.0f / qp.scale;
-    const ibert::IntGeluLanes<Arch> lanes(p);
-    const BF vinv(inv), so(p.output_scale);
-    const BI lo(qp.lo), hi(qp.hi);
+    const BF vinv(inv), so(p.output_scale), lo(static_cast<float>(qp.lo)), hi(static_cast<float>(qp.hi));
     const std::size_t full = n - n % L;
-    for (std::size_t i = 0; i < full; i += L) {
-      const BI q = xsimd::min(xsimd::max(xsimd::nearbyint_as_int(BF::load_unaligned(x + i) * vinv), lo), hi);
-      (xsimd::to_float(lanes(q)) * so).store_unaligned(x + i);
+    // Blocks through an int32 scratch: quantize in float lanes, IntGELU in a plain loop (xsimd's
+    // int32 multiply is one lane at a time on SSE2; the compiler's vectorized loop is not), then
+    // dequantize in float lanes.
+    constexpr std::size_t block = 1024;  // a multiple of every L
+    alignas(64) std::int32_t qb[block];
+    for (std::size_t b0 = 0; b0 < full; b0 += block) {
+      const std::size_t len = full - b0 < block ? full - b0 : block;
+      float* xb = x + b0;
+      for (std::size_t i = 0; i < len; i += L) {
+        // nearbyint_as_int then the clamp in floats: quantize_symmetric's integers (|v| <= 32768).
+        const BF v = xsimd::to_float(xsimd::nearbyint_as_int(BF::load_unaligned(xb + i) * vinv));
+        xsimd::to_int(xsimd::min(xsimd::max(v, lo), hi)).store_aligned(qb + i);
+      }
+      ibert::int_gelu_int32(qb, len, p);
+      for (std::size_t i = 0; i < len; i += L) (xsimd::to_float(BI::load_aligned(qb + i)) * so).store_unaligned(xb + i);
     }
     for (std::size_t i = full; i < n; ++i) {
       const float r = std::nearbyint(x[i] * inv);
