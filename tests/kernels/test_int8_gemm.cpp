@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "stile/kernels/gelu_erf_approx.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/int8_gemm.hpp"
 
@@ -336,6 +337,31 @@ TEST_CASE("gemm_int8 is close to the fp32 GEMM at a BERT shape", "[int8]") {
   }
   // 8-bit weights and activations: a relative RMS error of about 1%.
   CHECK(std::sqrt(num / den) < (stile::int8_weight_max() == 127 ? 0.02 : 0.04));
+}
+
+TEST_CASE("gemm_int8's fused erf-approximated GELU equals a Bias GEMM followed by the scalar formula", "[int8]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const std::size_t M = 17, N = 100, K = 64;
+  std::vector<float> A(M * K), W(N * K), bias(N), fused(M * N), plain(M * N);
+  for (float& x : A) x = dist(rng);
+  for (float& x : W) x = dist(rng) * 0.2f;
+  for (float& x : bias) x = dist(rng);
+  stile_test::for_each_target([&] {
+    const auto w8 = stile::quantize_int8(W.data(), N, K, K);
+    stile::gemm_int8(M, A.data(), K, w8.view, fused.data(), N, stile::epilogue::BiasGeluErfApprox{.bias = bias.data()});
+    stile::gemm_int8(M, A.data(), K, w8.view, plain.data(), N, stile::epilogue::Bias{.bias = bias.data()});
+    double worst = 0.0;
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      worst = std::max(worst, std::abs(double(fused[i]) - stile::gelu_erf_approx(plain[i])));
+    }
+    CHECK(worst < 1e-5);  // the same formula in float lanes, up to the order of its float operations
+    // ...and the formula is GELU within its published bound (5e-4 on erf, times |x| / 2).
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      const double x = plain[i], exact = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+      CHECK(std::abs(fused[i] - exact) <= 5e-4 * std::abs(x) / 2 + 1e-5);
+    }
+  });
 }
 
 bool throws_with(const std::function<void()>& f, const std::string& needle1, const std::string& needle2) {

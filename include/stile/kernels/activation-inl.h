@@ -45,6 +45,23 @@ HWY_INLINE V Gelu(D d, V x) {
   return hn::MulAdd(half_x, e, half_x);
 }
 
+// GELU with erf(z) ~= 1 - 1 / (1 + a1 z + a2 z^2 + a3 z^3 + a4 z^4)^4 for z >= 0, odd in z
+// (Abramowitz-Stegun 7.1.27, |error| <= 5e-4): the same formula as the xsimd kernel
+// kernels/gelu_erf_approx.hpp, here for the int8 GEMM's fused epilogue.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluErfApprox(D d, V x) {
+  const V z = hn::Abs(hn::Mul(x, hn::Set(d, 0.70710678118654752f)));
+  V p = hn::MulAdd(hn::Set(d, 0.078108f), z, hn::Set(d, 0.000972f));
+  p = hn::MulAdd(p, z, hn::Set(d, 0.230389f));
+  p = hn::MulAdd(p, z, hn::Set(d, 0.278393f));
+  p = hn::MulAdd(p, z, hn::Set(d, 1.0f));
+  const V p2 = hn::Mul(p, p);
+  const V erf_abs = hn::Sub(hn::Set(d, 1.0f), hn::Div(hn::Set(d, 1.0f), hn::Mul(p2, p2)));
+  const V erf = hn::CopySign(erf_abs, x);
+  const V half_x = hn::Mul(x, hn::Set(d, 0.5f));
+  return hn::MulAdd(half_x, erf, half_x);
+}
+
 // Applies Gelu to n floats in place (any n; the tail goes through a padded copy).
 HWY_INLINE void GeluInPlace(float* HWY_RESTRICT x, std::size_t n) {
   const hn::ScalableTag<float> d;

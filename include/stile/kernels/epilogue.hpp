@@ -6,7 +6,12 @@
 
 namespace stile {
 
-enum class Activation { kNone, kGelu /* exact: 0.5 x (1 + erf(x / sqrt 2)), as BERT */ };
+enum class Activation {
+  kNone,
+  kGelu,          // exact: 0.5 x (1 + erf(x / sqrt 2)), as BERT
+  kGeluErfApprox  // erf by Abramowitz-Stegun 7.1.27 (the Arm Compute Library BERT recipe); the int8
+                  // GEMM only (kernels/int8_gemm_instances.hpp)
+};
 
 template <bool kHasBias, Activation kAct, bool kHasResidual>
 struct Epilogue {
@@ -23,6 +28,7 @@ namespace epilogue {
 using None = Epilogue<false, Activation::kNone, false>;
 using Bias = Epilogue<true, Activation::kNone, false>;
 using BiasGelu = Epilogue<true, Activation::kGelu, false>;
+using BiasGeluErfApprox = Epilogue<true, Activation::kGeluErfApprox, false>;
 using BiasResidual = Epilogue<true, Activation::kNone, true>;
 using Residual = Epilogue<false, Activation::kNone, true>;
 }  // namespace epilogue

@@ -124,6 +124,9 @@ template <class Tiles = DefaultTiles, WeightMatrix Weights, class Epi = epilogue
 void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, float* C, std::size_t ldc,
           const Epi& epi = {}, ThreadPool* pool = nullptr) {
   static_assert(is_epilogue_v<Epi>, "the epilogue must be a stile::Epilogue<...>");
+  static_assert(Epi::activation != Activation::kGeluErfApprox,
+                "gemm: the erf-approximated GELU is fused into gemm_int8 only (ops/linear.hpp applies it after a "
+                "Bias GEMM for the other formats)");
   const std::size_t N = W.rows(), K = W.cols();
   if (M == 0 || N == 0) return;
   detail::check_gemm_call("gemm", M, A, lda, K, N, C, ldc, epi);

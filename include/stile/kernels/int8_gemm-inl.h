@@ -487,6 +487,7 @@ struct Int8Epilogue {
     auto x = hn::Mul(hn::ConvertTo(df, hn::Sub(acc, corr)), hn::Mul(hn::LoadU(df, scales), hn::Set(df, sa)));
     if constexpr (Epi::has_bias) x = hn::Add(x, hn::LoadU(df, bias));
     if constexpr (Epi::activation == Activation::kGelu) x = Gelu(df, x);
+    if constexpr (Epi::activation == Activation::kGeluErfApprox) x = GeluErfApprox(df, x);
     if constexpr (Epi::has_residual) x = hn::Add(x, hn::LoadU(df, residual));
     return x;
   }

@@ -8,6 +8,7 @@
   X(::stile::epilogue::None)                 \
   X(::stile::epilogue::Bias)                 \
   X(::stile::epilogue::BiasGelu)             \
+  X(::stile::epilogue::BiasGeluErfApprox)    \
   X(::stile::epilogue::BiasResidual)         \
   X(::stile::epilogue::Residual)
 

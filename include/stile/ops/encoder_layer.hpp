@@ -65,6 +65,9 @@ void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::sp
   if (f.gelu == GeluFormat::kExact) {
     linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
     timer.lap(OpKind::kFfnIn);
+  } else if (f.gelu == GeluFormat::kErfApprox) {  // fused into the int8 GEMM (ops/linear.hpp)
+    linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGeluErfApprox{.bias = w.ffn_in_bias}, &pool);
+    timer.lap(OpKind::kFfnIn);
   } else {
     linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::Bias{.bias = w.ffn_in_bias}, &pool);
     timer.lap(OpKind::kFfnIn);

@@ -11,6 +11,7 @@
 #include "stile/kernels/fp16_weights.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/int8_gemm.hpp"
+#include "stile/kernels/number_formats.hpp"
 #include "stile/ops/precision.hpp"
 #include "stile/quant/int8_weights.hpp"
 
@@ -64,11 +65,20 @@ struct LinearWeights {
   }
 };
 
-// C = epilogue(A * W^T) in W's format (the contract of gemm() in kernels/gemm.hpp).
+// C = epilogue(A * W^T) in W's format (the contract of gemm() in kernels/gemm.hpp). The
+// erf-approximated GELU (epilogue::BiasGeluErfApprox) is fused into the int8 GEMM; other formats
+// run a Bias GEMM and then the GELU over C.
 template <WeightMatrix W, class Epi>
 void linear(std::size_t M, const float* A, std::size_t lda, const W& w, float* C, std::size_t ldc, const Epi& epi,
             ThreadPool* pool) {
-  if constexpr (std::is_same_v<W, LinearView>) {
+  if constexpr (Epi::activation == Activation::kGeluErfApprox) {
+    static_assert(Epi::has_bias && !Epi::has_residual, "linear: the erf-approximated GELU follows a bias only");
+    if constexpr (std::is_same_v<W, LinearView>) {
+      if (w.format == LinearFormat::kInt8) return gemm_int8(M, A, lda, w.i8, C, ldc, epi, pool);
+    }
+    linear(M, A, lda, w, C, ldc, epilogue::Bias{.bias = epi.bias}, pool);
+    for (std::size_t m = 0; m < M; ++m) gelu_erf_approx_inplace(C + m * ldc, w.rows());
+  } else if constexpr (std::is_same_v<W, LinearView>) {
     switch (w.format) {
       case LinearFormat::kF32: gemm(M, A, lda, w.f32, C, ldc, epi, pool); return;
       case LinearFormat::kF16: gemm(M, A, lda, w.f16, C, ldc, epi, pool); return;

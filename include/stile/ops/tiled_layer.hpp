@@ -136,6 +136,8 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
       float* xt = x + r0 * d;
       if (w.ops.gelu == GeluFormat::kExact) {
         linear(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
+      } else if (w.ops.gelu == GeluFormat::kErfApprox) {
+        linear(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::BiasGeluErfApprox{.bias = w.ffn_in_bias}, &pool);
       } else {
         linear(rows, xt, d, w.ffn_in, hidden.data(), ff, epilogue::Bias{.bias = w.ffn_in_bias}, &pool);
         gelu_inplace(w.ops.gelu, hidden.data(), rows * ff);
