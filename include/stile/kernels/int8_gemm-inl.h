@@ -30,6 +30,7 @@
 #include "stile/kernels/int8_gemm.hpp"
 
 #if HWY_ARCH_X86
+#include <cpuid.h>
 #include <immintrin.h>
 #elif HWY_ARCH_ARM_A64
 #include <arm_neon.h>
@@ -223,7 +224,16 @@ struct Madd256Kernel {
 };
 
 inline bool CpuHasInt8Dot() {
+#if defined(__clang__) && __clang_major__ < 16
+  // clang before 16 has no "avxvnni" for __builtin_cpu_supports: AVX-VNNI is CPUID.(7, 1):EAX[4]
+  // (the OS's AVX state support is implied: this is the AVX2 target, chosen at run time).
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 4) & 1u) != 0;
+  }();
+#else
   static const bool has = __builtin_cpu_supports("avxvnni");
+#endif
   return has;
 }
 using Int8DotKernel = Vnni256Kernel;
