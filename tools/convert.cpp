@@ -3,7 +3,7 @@
 //     (docs/shards.md), each shard quantized at every requested bitwidth with outlier-aware
 //     dictionary quantization;
 //   * (--checkpoint fp16|int8) a quantized Hugging Face-style checkpoint directory whose GEMM
-//     weights are stored as F16 or I8 + scales (docs/formats.md), for BertWeights::load.
+//     weights are stored as F16 or I8 + scales (docs/quantized_checkpoint.md), for BertWeights::load.
 //
 //   convert ~/.cache/stile/all-MiniLM-L6-v2 minilm.stile
 //   convert --shards 6 --bits 2,4,6,32 MODEL_DIR out.stile
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       "default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2) into the shard store OUT (options --shards, "
       "--bits, --outlier-threshold, --no-refine). With --checkpoint, writes instead a quantized checkpoint: the "
       "directory OUT_DIR, a copy of MODEL_DIR whose model.safetensors stores each encoder layer's GEMM weights as "
-      "F16 or as I8 with scales (docs/formats.md), which stile loads with no conversion at load (options "
+      "F16 or as I8 with scales (docs/quantized_checkpoint.md), which stile loads with no conversion at load (options "
       "--checkpoint, --int8-scheme). OUT is written to a temporary file (OUT_DIR to a temporary directory) and "
       "renamed, so it is either complete or untouched.");
   cli.flag("--shards", "M",

@@ -1,4 +1,4 @@
-// Quantized checkpoints (`convert --checkpoint`, model/quantized_checkpoint.hpp; docs/formats.md):
+// Quantized checkpoints (`convert --checkpoint`, model/quantized_checkpoint.hpp; docs/quantized_checkpoint.md):
 // what the converter writes, that loading one computes what loading the fp32 checkpoint in the same
 // format computes, the errors of a bad quantized weight (each naming the file and the tensor), the
 // atomic write, and on the default model the int8 checkpoint's sentence embeddings against fp32's.
@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "stile/io/safetensors.hpp"
@@ -341,5 +342,33 @@ TEST_CASE("default model: the int8 checkpoint's sentence embeddings against fp32
     for (std::size_t k = 0; k < got[i].size(); ++k) dot += double(got[i][k]) * want[i][k];
     INFO(sentences[i]);
     CHECK(dot > 0.98);  // both are L2-normalized
+  }
+}
+
+// Writes the seeds of fuzz_quantized_checkpoint (run by hand; the outputs are committed):
+//   test_quantized_checkpoint "[make-fuzz-seeds]"
+// A BERT of the fuzz target's fixed config (hidden 8, 1 layer, 2 heads, FFN 16, 10 tokens, 8
+// positions): its fp32 model.safetensors and the fp16, int8 per-channel and per-tensor conversions.
+TEST_CASE("write the fuzz seeds of fuzz_quantized_checkpoint", "[.make-fuzz-seeds]") {
+  const fs::path seeds = fs::path(__FILE__).parent_path() / "fuzz_seeds_qckpt";
+  fs::create_directories(seeds);
+  const stile_test::TempDir dir("qckpt_seed");
+  stile_test::Rng rng{99};
+  const stile_test::RandomBertScales scales{
+      .word_embeddings = 0.5f, .embeddings = 0.1f, .matrices = 0.3f, .biases = 0.05f, .layer_norm = 0.05f};
+  stile_test::write_random_bert(
+      dir.path / "fp32", {8, 1, 2, 16, 10, 8}, scales, [&] { return rng.unit(); },
+      [](const fs::path&, bool ok) { REQUIRE(ok); });
+  fs::copy_file(dir.path / "fp32" / "model.safetensors", seeds / "fp32.safetensors", fs::copy_options::overwrite_existing);
+  const std::vector<std::tuple<std::string, stile::LinearFormat, stile::Int8Scheme>> kinds{
+      {"fp16", stile::LinearFormat::kF16, stile::Int8Scheme::kSymmetricPerChannel},
+      {"int8_per_channel", stile::LinearFormat::kInt8, stile::Int8Scheme::kSymmetricPerChannel},
+      {"int8_per_tensor", stile::LinearFormat::kInt8, stile::Int8Scheme::kAsymmetricPerTensor}};
+  for (const auto& [name, format, scheme] : kinds) {
+    stile::write_quantized_checkpoint(dir.path / "fp32", dir.path / name, format, scheme);
+    const fs::path seed = seeds / (name + ".safetensors");
+    fs::copy_file(dir.path / name / "model.safetensors", seed, fs::copy_options::overwrite_existing);
+    CHECK(fs::file_size(seed) < 20 * 1024);
+    stile::BertWeights::load(dir.path / name, stile::precision_preset("int8"));
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and checked
 // against its config: an fp32 (or F16/BF16) checkpoint, or a quantized one written by `convert
-// --checkpoint` (docs/formats.md), whose I8 / F16 GEMM weights become int8 / fp16 weights without a
+// --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16 GEMM weights become int8 / fp16 weights without a
 // round trip through fp32 of their values when the precision asks for their format (through fp32
 // when it asks for another: model/stored_linear.hpp). Transformed once at load, never per request:
 //   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;

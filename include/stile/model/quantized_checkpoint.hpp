@@ -2,7 +2,7 @@
 // `convert --checkpoint`: a float BERT checkpoint directory -> a Hugging Face-style directory whose
 // model.safetensors stores every encoder layer's GEMM weights (query, key, value,
 // attention.output.dense, intermediate.dense, output.dense .weight) as F16, or as I8 with F32
-// `_scale` and I32 `_zero_point` companions (docs/formats.md); every other tensor (embeddings,
+// `_scale` and I32 `_zero_point` companions (docs/quantized_checkpoint.md); every other tensor (embeddings,
 // biases, LayerNorms, anything else the file holds) is copied unchanged, and so is every other file
 // of the directory (config.json, vocab.txt, tokenizer and sentence-transformers files), so that
 // BertWeights::load and SentenceEncoder::load read the result as they read the source.

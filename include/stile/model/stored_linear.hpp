@@ -2,7 +2,7 @@
 // One GEMM weight of a checkpoint as the file stores it, read and validated, and its conversion to
 // the LinearWeights of the format a ModelPrecision asks for. A weight is stored
 //   * as a float tensor (F32, F16 or BF16) [N x K]: read as fp32 values (exact for F16 and BF16);
-//   * or quantized (docs/formats.md): I8 [N x K] `W` with F32 `W_scale` [N] (per channel, symmetric:
+//   * or quantized (docs/quantized_checkpoint.md): I8 [N x K] `W` with F32 `W_scale` [N] (per channel, symmetric:
 //     `W_zero_point` must be 0) or [1] (per tensor), and I32 `W_zero_point` [1]; the value of
 //     W[n][k] is scale[n] * (W[n][k] - zero_point).
 // Every field of a quantized weight is outside input: a missing companion, a wrong dtype or shape,
