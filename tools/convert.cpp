@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   cli.toggle("--no-refine", "skip the k-means refinement of the equal-population dictionaries",
              [&] { options.quantizer.refine = false; });
   cli.flag("--checkpoint", "FORMAT",
-           "quantized-checkpoint mode: store the GEMM weights as fp16 or int8 in a new checkpoint directory", checkpoint)
+           "quantized-checkpoint mode: store the GEMM weights as fp16 or int8 in a new checkpoint directory",
+           checkpoint)
       .one_of({"fp16", "int8"});
   cli.flag("--int8-scheme", "S",
            "quantized-checkpoint mode, int8: per-channel (symmetric, default) or per-tensor (asymmetric)", int8_scheme)
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
                                                                    : stile::Int8Scheme::kSymmetricPerChannel;
       const stile::QuantizedCheckpointReport r = stile::write_quantized_checkpoint(model_dir, out, format, scheme);
       fmt::print("{}: {} GEMM weights as {}{}; model.safetensors {} (source {})\n", out.string(), r.converted,
-                 checkpoint, checkpoint == "int8" ? fmt::format(" ({})", int8_scheme.empty() ? "per-channel" : int8_scheme) : "",
+                 checkpoint,
+                 checkpoint == "int8" ? fmt::format(" ({})", int8_scheme.empty() ? "per-channel" : int8_scheme) : "",
                  human_bytes(double(r.file_bytes)), human_bytes(double(r.source_bytes)));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "convert: %s\n", e.what());

@@ -68,8 +68,8 @@ const fs::path& converted(const std::string& kind) {
   if (auto it = made.find(kind); it != made.end()) return it->second;
   const fs::path out = root.path / kind;
   const stile::LinearFormat format = kind == "fp16" ? stile::LinearFormat::kF16 : stile::LinearFormat::kInt8;
-  const stile::Int8Scheme scheme = kind == "int8-per-tensor" ? stile::Int8Scheme::kAsymmetricPerTensor
-                                                             : stile::Int8Scheme::kSymmetricPerChannel;
+  const stile::Int8Scheme scheme =
+      kind == "int8-per-tensor" ? stile::Int8Scheme::kAsymmetricPerTensor : stile::Int8Scheme::kSymmetricPerChannel;
   const stile::QuantizedCheckpointReport r = stile::write_quantized_checkpoint(tiny_model(), out, format, scheme);
   CHECK(r.converted == 12);
   CHECK(r.file_bytes < r.source_bytes);
@@ -137,13 +137,15 @@ std::vector<std::byte> bytes_of(std::vector<T> v) {
 
 // A copy of the checkpoint `kind` with `change` applied to its tensors; the error loading it (in
 // every precision the error must be the same: the file is validated as it is read).
-std::string error_after(const std::string& kind, const std::function<void(std::vector<stile::TensorToWrite>&)>& change) {
+std::string error_after(const std::string& kind,
+                        const std::function<void(std::vector<stile::TensorToWrite>&)>& change) {
   const stile_test::TempDir dir("qckpt_bad");
   fs::copy(converted(kind), dir.path, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   std::vector<stile::TensorToWrite> ts = read_all(dir.path);
   change(ts);
   stile::write_file_bytes((dir.path / "model.safetensors").string(), stile::safetensors_bytes(std::move(ts)));
-  const std::string e = stile_test::error_of([&] { stile::BertWeights::load(dir.path, stile::precision_preset("int8")); });
+  const std::string e =
+      stile_test::error_of([&] { stile::BertWeights::load(dir.path, stile::precision_preset("int8")); });
   CHECK(stile_test::error_of([&] { stile::BertWeights::load(dir.path, stile::precision_preset("fp32")); }) == e);
   // The message names the file.
   CHECK(e.find((dir.path / "model.safetensors").string()) != std::string::npos);
@@ -172,7 +174,8 @@ TEST_CASE("convert --checkpoint writes F16 / I8 GEMM weights with their scales, 
         CHECK(f.tensor(kFfn1 + "_scale").shape == std::vector<std::int64_t>{kind == "int8" ? 128 : 1});
         CHECK(f.tensor(kFfn1 + "_zero_point").dtype == stile::DType::I32);
         // Per tensor, K and V share one quantization (the loader stacks them into one GEMM).
-        const std::string k = "encoder.layer.0.attention.self.key.weight", v = "encoder.layer.0.attention.self.value.weight";
+        const std::string k = "encoder.layer.0.attention.self.key.weight",
+                          v = "encoder.layer.0.attention.self.value.weight";
         if (kind == "int8-per-tensor") {
           CHECK(f.to_f32(k + "_scale") == f.to_f32(v + "_scale"));
         }
@@ -198,11 +201,13 @@ TEST_CASE("a quantized checkpoint computes what the fp32 checkpoint computes in 
   for (const std::string kind : {"int8", "int8-per-tensor"}) {
     DYNAMIC_SECTION(kind << ": bit-identical where the target's weight range is the stored one (8 bits)") {
       stile::ModelPrecision p = stile::precision_preset("int8");
-      p.int8_scheme = kind == "int8" ? stile::Int8Scheme::kSymmetricPerChannel : stile::Int8Scheme::kAsymmetricPerTensor;
+      p.int8_scheme =
+          kind == "int8" ? stile::Int8Scheme::kSymmetricPerChannel : stile::Int8Scheme::kAsymmetricPerTensor;
       const std::vector<float> want = encode(tiny_model(), p);
       // The stored scheme wins over the precision's: ask for the other one.
       stile::ModelPrecision other = p;
-      other.int8_scheme = kind == "int8" ? stile::Int8Scheme::kAsymmetricPerTensor : stile::Int8Scheme::kSymmetricPerChannel;
+      other.int8_scheme =
+          kind == "int8" ? stile::Int8Scheme::kAsymmetricPerTensor : stile::Int8Scheme::kSymmetricPerChannel;
       const std::vector<float> got = encode(converted(kind), other);
       if (stile::int8_weight_max() == 127) {
         CHECK(got == want);
@@ -247,12 +252,13 @@ TEST_CASE("a bad quantized weight is an error naming the file and the tensor") {
        scale, "want [128] per channel or [1] per tensor"},
       {"scale of the wrong dtype", "int8", [&](auto& ts) { find(ts, scale).dtype = stile::DType::I32; }, scale,
        "dtype I32 (want F32)"},
-      {"zero point above I8", "int8-per-tensor", [&](auto& ts) { find(ts, zp).data = bytes_of(std::vector<std::int32_t>{200}); },
-       zp, "zero point 200 is outside I8's range"},
+      {"zero point above I8", "int8-per-tensor",
+       [&](auto& ts) { find(ts, zp).data = bytes_of(std::vector<std::int32_t>{200}); }, zp,
+       "zero point 200 is outside I8's range"},
       {"zero point below I8", "int8-per-tensor",
        [&](auto& ts) { find(ts, zp).data = bytes_of(std::vector<std::int32_t>{-129}); }, zp, "zero point -129"},
-      {"per-channel zero point not 0", "int8", [&](auto& ts) { find(ts, zp).data = bytes_of(std::vector<std::int32_t>{3}); },
-       zp, "must be 0"},
+      {"per-channel zero point not 0", "int8",
+       [&](auto& ts) { find(ts, zp).data = bytes_of(std::vector<std::int32_t>{3}); }, zp, "must be 0"},
       {"zero point of the wrong shape", "int8",
        [&](auto& ts) {
          find(ts, zp).shape = {2};
@@ -265,8 +271,11 @@ TEST_CASE("a bad quantized weight is an error naming the file and the tensor") {
        zp, "has no companion tensor"},
       {"weight of a dtype no weight has", "int8", [&](auto& ts) { find(ts, kFfn1).dtype = stile::DType::U8; }, kFfn1,
        "has dtype U8"},
-      {"weight of the wrong shape", "int8", [&](auto& ts) { find(ts, kFfn1).shape = {64, 128}; }, kFfn1,
-       "wrong shape [64, 128]"},
+      {"weight of the wrong shape", "int8",
+       [&](auto& ts) {
+         find(ts, kFfn1).shape = {64, 128};
+       },
+       kFfn1, "wrong shape [64, 128]"},
   };
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.what) {
@@ -299,18 +308,16 @@ TEST_CASE("convert --checkpoint writes atomically: a failure leaves nothing behi
     poison = 1e6f;
     std::memcpy(find(ts, kFfn1).data.data() + 4 * 70, &poison, 4);
     stile::write_file_bytes((bad.path / "model.safetensors").string(), stile::safetensors_bytes(ts));
-    const std::string e16 = stile_test::error_of([&] {
-      stile::write_quantized_checkpoint(bad.path, out.path / "ckpt", stile::LinearFormat::kF16, {});
-    });
+    const std::string e16 = stile_test::error_of(
+        [&] { stile::write_quantized_checkpoint(bad.path, out.path / "ckpt", stile::LinearFormat::kF16, {}); });
     CHECK(e16.find(kFfn1) != std::string::npos);
     CHECK(e16.find("does not fit fp16") != std::string::npos);
     CHECK(out.count_files() == 0);
   }
   SECTION("an existing output is refused and left as it was") {
     fs::create_directories(out.path / "ckpt");
-    const std::string e = stile_test::error_of([&] {
-      stile::write_quantized_checkpoint(tiny_model(), out.path / "ckpt", stile::LinearFormat::kInt8, {});
-    });
+    const std::string e = stile_test::error_of(
+        [&] { stile::write_quantized_checkpoint(tiny_model(), out.path / "ckpt", stile::LinearFormat::kInt8, {}); });
     CHECK(e.find("already exists") != std::string::npos);
     CHECK(fs::is_empty(out.path / "ckpt"));
     CHECK(out.count_files() == 1);
@@ -359,7 +366,8 @@ TEST_CASE("write the fuzz seeds of fuzz_quantized_checkpoint", "[.make-fuzz-seed
   stile_test::write_random_bert(
       dir.path / "fp32", {8, 1, 2, 16, 10, 8}, scales, [&] { return rng.unit(); },
       [](const fs::path&, bool ok) { REQUIRE(ok); });
-  fs::copy_file(dir.path / "fp32" / "model.safetensors", seeds / "fp32.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy_file(dir.path / "fp32" / "model.safetensors", seeds / "fp32.safetensors",
+                fs::copy_options::overwrite_existing);
   const std::vector<std::tuple<std::string, stile::LinearFormat, stile::Int8Scheme>> kinds{
       {"fp16", stile::LinearFormat::kF16, stile::Int8Scheme::kSymmetricPerChannel},
       {"int8_per_channel", stile::LinearFormat::kInt8, stile::Int8Scheme::kSymmetricPerChannel},

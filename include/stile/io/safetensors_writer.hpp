@@ -43,7 +43,9 @@ inline std::vector<std::byte> safetensors_bytes(std::vector<TensorToWrite> tenso
     for (const std::int64_t d : t.shape) n *= static_cast<std::size_t>(d);
     require(n * dtype_size(t.dtype) == t.data.size(),
             concat("safetensors writer: tensor '", t.name, "' has ", t.data.size(), " bytes for its shape"));
-    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * dtype_size(t.dtype)}}};
+    header[t.name] = {{"dtype", dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + n * dtype_size(t.dtype)}}};
     offset += t.data.size();
   }
   std::string text = header.dump();

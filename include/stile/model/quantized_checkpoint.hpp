@@ -53,8 +53,9 @@ namespace quantized_checkpoint_detail {
 
 // Weight files of other frameworks, not copied: they would hold the unconverted weights.
 inline bool is_other_weight_file(const std::string& name) {
-  static const std::set<std::string> kSkipped = {"model.safetensors", "pytorch_model.bin", "tf_model.h5",
-                                                 "flax_model.msgpack", "rust_model.ot", "onnx", "openvino"};
+  static const std::set<std::string> kSkipped = {
+      "model.safetensors", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot", "onnx",
+      "openvino"};
   return kSkipped.contains(name);
 }
 
@@ -80,10 +81,10 @@ inline void add_int8(std::vector<TensorToWrite>& out, const std::vector<std::str
     for (std::size_t n = r0; n < r1; ++n) {
       for (std::size_t k = 0; k < cols; ++k) values[(n - r0) * cols + k] = q.view.stored(n, k);
     }
-    const std::vector<float> scales = scheme == Int8Scheme::kSymmetricPerChannel
-                                          ? std::vector<float>(q.scales.begin() + std::ptrdiff_t(r0),
-                                                               q.scales.begin() + std::ptrdiff_t(r1))
-                                          : std::vector<float>{q.scales[0]};
+    const std::vector<float> scales =
+        scheme == Int8Scheme::kSymmetricPerChannel
+            ? std::vector<float>(q.scales.begin() + std::ptrdiff_t(r0), q.scales.begin() + std::ptrdiff_t(r1))
+            : std::vector<float>{q.scales[0]};
     const std::string& name = parts[part];
     out.push_back({name, DType::I8, {std::int64_t(part_rows), std::int64_t(cols)}, le_bytes(values)});
     out.push_back({concat(name, kInt8ScaleSuffix), DType::F32, {std::int64_t(scales.size())}, le_bytes(scales)});
@@ -96,8 +97,8 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
   std::vector<std::uint16_t> halves(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) {
     if (!(std::abs(w[i]) <= kHalfMax)) {
-      throw Error(concat("stile: tensor '", name, "': weight [", i / cols, "][", i % cols, "] = ",
-                         int8_detail::fmt_float(w[i]), " does not fit fp16"));
+      throw Error(concat("stile: tensor '", name, "': weight [", i / cols, "][", i % cols,
+                         "] = ", int8_detail::fmt_float(w[i]), " does not fit fp16"));
     }
     halves[i] = float_to_half(w[i]);
   }
@@ -206,7 +207,7 @@ inline QuantizedCheckpointReport write_quantized_checkpoint(const std::filesyste
   }
   std::map<std::string, std::string> metadata = source.metadata();
   metadata["format"] = "pt";
-  metadata["stile.linear_format"] = format == LinearFormat::kF16            ? "fp16"
+  metadata["stile.linear_format"] = format == LinearFormat::kF16                 ? "fp16"
                                     : scheme == Int8Scheme::kAsymmetricPerTensor ? "int8-per-tensor"
                                                                                  : "int8-per-channel";
   const std::vector<std::byte> bytes = safetensors_bytes(std::move(tensors), metadata);

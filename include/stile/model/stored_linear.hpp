@@ -45,10 +45,10 @@ struct StoredLinear {
   std::string name;  // the weight's tensor (for K and V stacked: "<key>+value")
   std::size_t rows = 0, cols = 0;
   bool quantized = false;
-  std::vector<float> dense;         // not quantized: [rows x cols]
-  std::vector<std::int8_t> q;       // quantized: [rows x cols]
-  std::vector<float> scales;        // quantized: [rows] (per tensor: the one scale repeated)
-  std::int32_t zero_point = 0;      // quantized: zw' of the stored form
+  std::vector<float> dense;          // not quantized: [rows x cols]
+  std::vector<std::int8_t> q;        // quantized: [rows x cols]
+  std::vector<float> scales;         // quantized: [rows] (per tensor: the one scale repeated)
+  std::int32_t zero_point = 0;       // quantized: zw' of the stored form
   std::optional<Int8Scheme> scheme;  // the scheme it was stored with, kept through a dequantization
 
   std::vector<float> dequantized() const {
@@ -149,8 +149,8 @@ inline StoredLinear read_stored_linear(const SafetensorsFile& file, const std::s
     fail_in_file(file.path(), "tensor '", zt.name, "' has shape ", shape_text(zt.shape), " (want [1])");
   }
   const std::span<const std::byte> zb = file.bytes(zt);
-  const std::uint32_t bits = std::uint32_t(zb[0]) | std::uint32_t(zb[1]) << 8 | std::uint32_t(zb[2]) << 16 |
-                             std::uint32_t(zb[3]) << 24;
+  const std::uint32_t bits =
+      std::uint32_t(zb[0]) | std::uint32_t(zb[1]) << 8 | std::uint32_t(zb[2]) << 16 | std::uint32_t(zb[3]) << 24;
   const auto zp = static_cast<std::int32_t>(bits);
   if (zp < std::numeric_limits<std::int8_t>::min() || zp > std::numeric_limits<std::int8_t>::max()) {
     fail_in_file(file.path(), "tensor '", zt.name, "': zero point ", zp, " is outside I8's range [-128, 127]");

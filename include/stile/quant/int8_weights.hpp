@@ -256,8 +256,8 @@ inline Int8Weights pack_int8(const std::int8_t* stored, std::size_t N, std::size
     out.col_sums[n] = sum;
   }
   out.zero_point = zero_point;
-  out.view = Int8Matrix{out.packed.data(), out.scales.data(), out.col_sums.data(), zero_point, N, K,
-                        nr, packing.weight_max, scheme};
+  out.view = Int8Matrix{
+      out.packed.data(), out.scales.data(), out.col_sums.data(), zero_point, N, K, nr, packing.weight_max, scheme};
   validate(out.view, tensor_name);
   return out;
 }
