@@ -98,7 +98,7 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
   for (std::size_t i = 0; i < w.size(); ++i) {
     if (!(std::abs(w[i]) <= kHalfMax)) {
       throw Error(concat("stile: tensor '", name, "': weight [", i / cols, "][", i % cols,
-                         "] = ", int8_detail::fmt_float(w[i]), " does not fit fp16"));
+                         "] = ", stored_linear_detail::float_text(w[i]), " does not fit fp16"));
     }
     halves[i] = float_to_half(w[i]);
   }

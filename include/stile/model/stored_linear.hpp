@@ -13,6 +13,8 @@
 // micro-kernel, never through fp32) and the stored scheme; any other pair goes through fp32 (int8
 // dequantized; fp16 values are exact in fp32, so stored fp16 to fp16 is lossless).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -77,6 +79,14 @@ inline std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+inline std::string float_text(float v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
 // The message of a stile::Error without its "stile: " prefix (to re-throw it naming the file).
 inline std::string_view without_prefix(std::string_view what) {
   return what.starts_with("stile: ") ? what.substr(7) : what;
@@ -136,8 +146,8 @@ inline StoredLinear read_stored_linear(const SafetensorsFile& file, const std::s
       fail_in_file(file.path(), without_prefix(e.what()));
     }
     if (scales[i] > kMaxStoredInt8Scale) {
-      fail_in_file(file.path(), "int8 weights '", st.name, "': scale[", i, "] = ", int8_detail::fmt_float(scales[i]),
-                   " is out of range (at most ", int8_detail::fmt_float(kMaxStoredInt8Scale), ")");
+      fail_in_file(file.path(), "int8 weights '", st.name, "': scale[", i, "] = ", float_text(scales[i]),
+                   " is out of range (at most ", float_text(kMaxStoredInt8Scale), ")");
     }
   }
   const bool per_channel = n_scales == rows && rows != 1;
