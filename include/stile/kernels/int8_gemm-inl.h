@@ -95,7 +95,13 @@ struct GenericInt8Kernel {
 // (the maddubs path adds a constant and two temporaries).
 inline constexpr std::size_t kInt8NR = 32;
 #undef STILE_I8_VNNI_ATTR
+#if defined(__clang__)
+// clang replaces the target's features (Highway's pragma) with the attribute's, and then refuses
+// to inline the target's HWY_ATTR helpers (pclmul, ...): name them all.
+#define STILE_I8_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#else
 #define STILE_I8_VNNI_ATTR __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#endif
 
 struct Vnni512Kernel {
   static constexpr std::size_t MR = 8, NR = 32;
@@ -165,7 +171,11 @@ using Int8FallbackKernel = Madd512Kernel;
 // path needs a constant and two temporaries more, so 4 x 16.
 inline constexpr std::size_t kInt8NR = 16;
 #undef STILE_I8_VNNI_ATTR
+#if defined(__clang__)
+#define STILE_I8_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avxvnni")))
+#else
 #define STILE_I8_VNNI_ATTR __attribute__((target("avx2,avxvnni")))
+#endif
 
 struct Vnni256Kernel {
   static constexpr std::size_t MR = 6, NR = 16;
