@@ -217,6 +217,22 @@ TEST_CASE("a quantized checkpoint computes what the fp32 checkpoint computes in 
       }
     }
   }
+  SECTION("a target with 7-bit weights requantizes the stored 8-bit values") {
+    // Forbidding the dot-product instructions makes this machine's target the 7-bit one.
+    struct Restore {
+      ~Restore() { stile::detail::int8_dot_disabled() = false; }
+    } restore;
+    stile::detail::int8_dot_disabled() = true;
+    REQUIRE(stile::int8_weight_max() == 63);
+    for (const std::string kind : {"int8", "int8-per-tensor"}) {
+      stile::ModelPrecision p = stile::precision_preset("int8");
+      p.int8_scheme =
+          kind == "int8" ? stile::Int8Scheme::kSymmetricPerChannel : stile::Int8Scheme::kAsymmetricPerTensor;
+      const stile::BertModel m = stile::BertModel::load(converted(kind), p);
+      CHECK(m.weights().layers[1].ffn1.view().i8.weight_max == 63);
+      CHECK(min_row_cosine(encode(converted(kind), p), encode(tiny_model(), p)) > 0.995);
+    }
+  }
   SECTION("another format than stored goes through fp32") {
     const std::vector<float> fp32 = encode(tiny_model(), {});
     CHECK(min_row_cosine(encode(converted("int8"), {}), fp32) > 0.995);

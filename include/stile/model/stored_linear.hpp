@@ -206,12 +206,12 @@ inline LinearWeights to_linear(const StoredLinear& w, LinearFormat format, Int8S
   if (format == LinearFormat::kInt8 && w.quantized) {
     const Int8Packing packing = int8_packing();
     // A target with 7-bit weights (x86 without VNNI: int8_weight_max() == 63) saturates on stored
-    // values beyond [-64, 64]; 8-bit stored weights are then requantized from their dequantized
+    // values beyond [-64, 63]; 8-bit stored weights are then requantized from their dequantized
     // values to the 7-bit range (one more rounding; a file quantized for 7 bits is used as is).
     bool fits = true;
     if (packing.weight_max < 127) {
       fits = w.zero_point >= -(packing.weight_max + 1) && w.zero_point <= packing.weight_max;
-      for (std::size_t i = 0; fits && i < w.q.size(); ++i) fits = w.q[i] >= -64 && w.q[i] <= 64;
+      for (std::size_t i = 0; fits && i < w.q.size(); ++i) fits = w.q[i] >= -64 && w.q[i] <= 63;
     }
     if (fits) {
       return LinearWeights::from(pack_int8(w.q.data(), w.rows, w.cols, w.scales.data(), w.zero_point,

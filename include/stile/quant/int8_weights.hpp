@@ -228,7 +228,7 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
 // Packs int8 values already quantized (a stored checkpoint's: model/stored_linear.hpp) for
 // `packing`, without touching their values: stored [N x K] row-major, scales [N] (per tensor:
 // the one scale repeated), zero_point the stored form's zw' (0 for the symmetric scheme). The
-// caller checks that the values fit packing.weight_max (a 7-bit target needs |stored| <= 64);
+// caller checks that the values fit packing.weight_max (a 7-bit target needs them in [-64, 63]);
 // scales and the zero point are validated here, naming the tensor.
 inline Int8Weights pack_int8(const std::int8_t* stored, std::size_t N, std::size_t K, const float* scales,
                              std::int32_t zero_point, Int8Scheme scheme, std::string_view tensor_name,
