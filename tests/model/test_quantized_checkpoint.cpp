@@ -218,12 +218,16 @@ TEST_CASE("a quantized checkpoint computes what the fp32 checkpoint computes in 
     }
   }
   SECTION("a target with 7-bit weights requantizes the stored 8-bit values") {
-    // Forbidding the dot-product instructions makes this machine's target the 7-bit one.
+    // Forbidding the dot-product instructions makes an x86 target the 7-bit one (Arm's fallback
+    // widens exactly and keeps 8 bits: nothing to test there).
     struct Restore {
       ~Restore() { stile::detail::int8_dot_disabled() = false; }
     } restore;
     stile::detail::int8_dot_disabled() = true;
-    REQUIRE(stile::int8_weight_max() == 63);
+    if (stile::int8_weight_max() != 63) {
+      WARN("skipped: this target has no 7-bit weights");
+      return;
+    }
     for (const std::string kind : {"int8", "int8-per-tensor"}) {
       stile::ModelPrecision p = stile::precision_preset("int8");
       p.int8_scheme =
