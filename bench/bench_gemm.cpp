@@ -3,7 +3,7 @@
 // shapes at M = 32 and 128 tokens. stile runs on W as stored (DenseF32), packed at load
 // (PackedF32), and packed at load in fp16 (PackedF16: half the bytes, converted per panel).
 //
-//   bench_gemm [--quick] [--rows 32,128]
+//   bench_gemm [--quick] [--rows 32,128] [--threads 1,2]
 #include <cblas.h>
 
 #include <algorithm>
@@ -28,15 +28,15 @@ int main(int argc, char** argv) {
   stile_cli::Parser cli("bench_gemm", "[options]",
                         "GEMM throughput of stile against OpenBLAS cblas_sgemm: BERT-base and MiniLM layer shapes at "
                         "32 and 128 tokens, the same threads.");
-  std::vector<std::size_t> ms = {32, 128};
+  std::vector<std::size_t> ms = {32, 128}, thread_counts = {1, 2};
   cli.toggle("--quick", "fewer repetitions", quick);
   cli.flag("--rows", "M,...", "rows of A (tokens) to run", ms).at_least(1);
+  cli.flag("--threads", "T,...", "thread counts to run", thread_counts).range(1, 256);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   struct Shape {
     std::size_t N, K;
   };
   const std::vector<Shape> shapes = {{768, 768}, {3072, 768}, {768, 3072}, {384, 384}, {1536, 384}, {384, 1536}};
-  const std::vector<int> thread_counts = {1, 2};
 
   fmt::print("machine: {}\nstile target: {}\n", stile::bench::machine_description(), stile::active_target_name());
   fmt::print(
@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   double worst_ratio = 1e9;
-  for (const int threads : thread_counts) {
-    stile::ThreadPool pool(static_cast<std::size_t>(threads));
-    openblas_set_num_threads(threads);
+  for (const std::size_t threads : thread_counts) {
+    stile::ThreadPool pool(threads);
+    openblas_set_num_threads(static_cast<int>(threads));
     for (const std::size_t M : ms) {
       for (const Shape& s : shapes) {
         std::vector<float> A(M * s.K), W(s.N * s.K), C(M * s.N);

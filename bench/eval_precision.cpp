@@ -12,7 +12,6 @@
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/heads_file.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/ops/precision.hpp"
 
@@ -54,16 +54,6 @@ std::vector<std::vector<float>> embed_all(const stile::SentenceEncoder& encoder,
     bar.update(end, texts.size());
   }
   return out;
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 }  // namespace
@@ -124,7 +114,7 @@ int main(int argc, char** argv) {
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       r.cosine_min = std::numeric_limits<double>::infinity();
       for (std::size_t i = 0; i < emb.size(); ++i) {
-        const double c = cosine(emb[i], ref[i]);
+        const double c = stile::cosine_similarity(emb[i], ref[i]);
         r.cosine_mean += c / double(emb.size());
         r.cosine_min = std::min(r.cosine_min, c);
         if (head != nullptr) r.correct += head->predict(emb[i]) == dev.labels[i];

@@ -7,6 +7,9 @@ A cell's figure is the median over rounds of the per-round medians, so a slow sp
 machine in one round (its speed drifts by tens of percent from minute to minute) moves neither
 stile's nor a peer's figure much, and both saw the same spells. Standard library only.
 
+Ratios compare like with like, as bench_bert's own table does: an int8 peer against stile's
+int8 engine ("stile-int8") when the files have it, every other peer against "stile" (fp32).
+
   bench/merge_bert_rounds.py [--out merged.json] FILE.json...
 """
 import argparse
@@ -15,11 +18,17 @@ import statistics
 import sys
 
 
+def stile_engine_for(peer, engines):
+    """The stile engine a peer is compared with: its number format (bench_bert's matching_precision)."""
+    if "int8" in peer and "stile-int8" in engines:
+        return "stile-int8"
+    return "stile"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="per-round JSON files (peers and stile, any order)")
     ap.add_argument("--out", help="write the merged figures as JSON")
-    ap.add_argument("--reference", default="stile", help="the engine the ratios divide (default: stile)")
     args = ap.parse_args()
 
     cells = {}  # (engine, threads, seq_len) -> [per-round median ms]
@@ -36,35 +45,34 @@ def main():
         sys.exit("merge_bert_rounds: no results in " + " ".join(args.files))
     merged = {k: statistics.median(v) for k, v in cells.items()}
 
-    engines = []  # the reference first, then in order of appearance
+    engines = []  # stile's first, then in order of appearance
     for e, _, _ in cells:
         if e not in engines:
             engines.append(e)
-    if args.reference in engines:
-        engines.remove(args.reference)
-        engines.insert(0, args.reference)
+    engines.sort(key=lambda e: not e.startswith("stile"))  # stable: keeps the order within each group
     rounds = max(len(v) for v in cells.values())
     print(f"batch 1, ms: median over {rounds} rounds of each round's median (min-max over rounds); "
-          f"ratio = {args.reference} / engine (lower is better for {args.reference})")
+          f"ratio = stile in the peer's format (stile-int8 for int8 peers when run, else stile) / peer "
+          f"(lower is better for stile)")
     for t in sorted({k[1] for k in cells}):
         lengths = sorted({k[2] for k in cells if k[1] == t})
         cols = [e for e in engines if any((e, t, L) in cells for L in lengths)]
         print(f"\nthreads {t}")
         header = f"{'L':>5}"
         for e in cols:
-            header += f" | {e:>23}" + ("" if e == args.reference else f" {'ratio':>6}")
+            header += f" | {e:>23}" + ("" if e.startswith("stile") else f" {'ratio':>6}")
         print(header)
         for L in lengths:
             line = f"{L:>5}"
-            ref = merged.get((args.reference, t, L))
             for e in cols:
                 v = cells.get((e, t, L))
                 if v is None:
-                    line += f" | {'-':>23}" + ("" if e == args.reference else f" {'-':>6}")
+                    line += f" | {'-':>23}" + ("" if e.startswith("stile") else f" {'-':>6}")
                     continue
                 cell = f"{merged[(e, t, L)]:.2f} ({min(v):.2f}-{max(v):.2f})"
                 line += f" | {cell:>23}"
-                if e != args.reference:
+                ref = merged.get((stile_engine_for(e, engines), t, L))
+                if not e.startswith("stile"):
                     line += f" {ref / merged[(e, t, L)]:>6.2f}" if ref is not None else f" {'-':>6}"
             print(line)
     short = [k for k, v in cells.items() if len(v) < rounds]

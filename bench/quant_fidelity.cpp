@@ -41,16 +41,6 @@ std::vector<std::string> read_sentences(const std::filesystem::path& tsv) {
   return out;
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,7 +86,7 @@ int main(int argc, char** argv) {
           stile::pool_tokens(std::span<const float>(hidden).subspan(row * d, lengths[j] * d), lengths[j], d,
                              stile::Pooling::kMean, e);
           stile::l2_normalize(e);
-          cos.push_back(cosine(e, reference[i + j]));
+          cos.push_back(stile::cosine_similarity(e, reference[i + j]));
           row += lengths[j];
         }
         bar.update(end, n);

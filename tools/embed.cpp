@@ -104,13 +104,6 @@ double norm(std::span<const float> v) {
   return std::sqrt(sum);
 }
 
-double cosine(std::span<const float> a, std::span<const float> b) {
-  double dot = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) dot += double(a[i]) * b[i];
-  const double norms = norm(a) * norm(b);
-  return norms > 0.0 ? dot / norms : 0.0;
-}
-
 // Keys in the order written ("text" before "embedding"). Texts can be any bytes: ill-formed
 // UTF-8 is written as U+FFFD instead of failing.
 std::string to_json(const nlohmann::ordered_json& value) {
@@ -167,7 +160,7 @@ void print_similarity(const Options& options, const std::vector<std::vector<floa
   std::vector<std::vector<float>> matrix(embeddings.size(), std::vector<float>(embeddings.size()));
   for (std::size_t i = 0; i < embeddings.size(); ++i) {
     for (std::size_t j = 0; j < embeddings.size(); ++j) {
-      matrix[i][j] = static_cast<float>(cosine(embeddings[i], embeddings[j]));
+      matrix[i][j] = static_cast<float>(stile::cosine_similarity(embeddings[i], embeddings[j]));
     }
   }
   if (options.format == Format::kJson) {

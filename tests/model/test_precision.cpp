@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -160,10 +161,13 @@ TEST_CASE("the operator breakdown accounts for the forward pass") {
 
 TEST_CASE("default model: every preset's sentence embeddings against fp32's") {
   REQUIRE_MODEL();
-  const std::vector<std::string> sentences{
+  std::vector<std::string> sentences{
       "a gripping, beautifully shot film", "the plot is thin and the jokes fall flat",
       "it's not the best movie of the year, but it has its moments",
       "an utterly forgettable exercise in style over substance that left the audience cold"};
+  if (const char* quick = std::getenv("STILE_TEST_QUICK"); quick != nullptr && std::string(quick) == "1") {
+    sentences.resize(1);  // under qemu (the aarch64 tests) one sentence per preset
+  }
   const stile::SentenceEncoder fp32 = stile::SentenceEncoder::load(stile_test::model_dir());
   const auto want = fp32.embed_batch(sentences);
   // The accuracy targets are on SST-2 dev (docs/results.md); here, floors per sentence.

@@ -52,6 +52,37 @@ inline bool ranges_overlap(const float* a, std::size_t a_len, const float* b, st
   return a < b + b_len && b < a + a_len;
 }
 
+// The checks every GEMM entry point makes (`who` names it in the messages): strides, null
+// pointers, the epilogue's pointers, and the overlap rules (the residual may be C itself with C's
+// stride and no activation; no other overlap with C). @pre M > 0 and N > 0.
+template <class Epi>
+void check_gemm_call(const char* who, std::size_t M, const float* A, std::size_t lda, std::size_t K, std::size_t N,
+                     const float* C, std::size_t ldc, const Epi& epi) {
+  // Messages are built only on failure: the attention heads call small GEMMs by the hundred.
+  const auto check = [who](bool ok, auto&& message) {
+    if (!ok) throw Error(std::string(who) + ": " + message());
+  };
+  check(K > 0, [] { return std::string("K (W.cols()) must be positive"); });
+  check(A != nullptr && C != nullptr, [] { return std::string("A and C must not be null"); });
+  check(lda >= K, [&] { return "lda (" + std::to_string(lda) + ") < K (" + std::to_string(K) + ")"; });
+  check(ldc >= N, [&] { return "ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")"; });
+  const std::size_t c_len = (M - 1) * ldc + N;
+  check(!ranges_overlap(A, (M - 1) * lda + K, C, c_len), [] { return std::string("A overlaps C"); });
+  if constexpr (Epi::has_bias) check(epi.bias != nullptr, [] { return std::string("the epilogue needs a bias"); });
+  if constexpr (Epi::has_residual) {
+    check(epi.residual != nullptr, [] { return std::string("the epilogue needs a residual"); });
+    check(epi.residual_ld >= N, [] { return std::string("residual_ld < N"); });
+    if (epi.residual == C) {
+      check(epi.residual_ld == ldc, [] { return std::string("an in-place residual must have C's row stride"); });
+      check(Epi::activation == Activation::kNone,
+            [] { return std::string("an in-place residual cannot follow an activation"); });
+    } else {
+      check(!ranges_overlap(epi.residual, (M - 1) * epi.residual_ld + N, C, c_len),
+            [] { return std::string("the residual overlaps C without being C"); });
+    }
+  }
+}
+
 }  // namespace detail
 
 // NR of the tile shape the GEMM uses on the target it runs on now: the panel width that
@@ -95,24 +126,7 @@ void gemm(std::size_t M, const float* A, std::size_t lda, const Weights& W, floa
   static_assert(is_epilogue_v<Epi>, "the epilogue must be a stile::Epilogue<...>");
   const std::size_t N = W.rows(), K = W.cols();
   if (M == 0 || N == 0) return;
-  require(K > 0, "gemm: K (W.cols()) must be positive");
-  require(A != nullptr && C != nullptr, "gemm: A and C must not be null");
-  require(lda >= K, "gemm: lda (" + std::to_string(lda) + ") < K (" + std::to_string(K) + ")");
-  require(ldc >= N, "gemm: ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")");
-  const std::size_t c_len = (M - 1) * ldc + N;
-  require(!detail::ranges_overlap(A, (M - 1) * lda + K, C, c_len), "gemm: A overlaps C");
-  if constexpr (Epi::has_bias) require(epi.bias != nullptr, "gemm: the epilogue needs a bias");
-  if constexpr (Epi::has_residual) {
-    require(epi.residual != nullptr, "gemm: the epilogue needs a residual");
-    require(epi.residual_ld >= N, "gemm: residual_ld < N");
-    if (epi.residual == C) {
-      require(epi.residual_ld == ldc, "gemm: an in-place residual must have C's row stride");
-      require(Epi::activation == Activation::kNone, "gemm: an in-place residual cannot follow an activation");
-    } else {
-      require(!detail::ranges_overlap(epi.residual, (M - 1) * epi.residual_ld + N, C, c_len),
-              "gemm: the residual overlaps C without being C");
-    }
-  }
+  detail::check_gemm_call("gemm", M, A, lda, K, N, C, ldc, epi);
   if constexpr (requires { validate_weights(W); }) validate_weights(W);  // codecs that check their fields
   if constexpr (std::is_same_v<Weights, PackedF32> || std::is_same_v<Weights, PackedF16>) {
     require(W.nr == gemm_panel_width<Tiles>(),

@@ -23,8 +23,10 @@
 // that would differ). The output integers are int64: |floor(y factor / 2)| <= 2^30, but the
 // bias integers grow as beta / gamma does.
 //
-// Vector path: the row sum in int32 lanes (when C max|x| < 2^31, always for 16-bit inputs); the
-// variance and the output per element in int64 and int128 through the scalar reference.
+// Vector paths: int_layer_norm_rows sums a row in int32 lanes (when C max|x| < 2^31, always for
+// 16-bit inputs) and takes the variance and the output per element in int64 and int128.
+// layer_norm_integer_rows, whose rows are 16-bit, runs every step in double lanes, exactly (the
+// bounds are at the function).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -168,21 +170,139 @@ namespace stile {
 // (0, raised per row by the overflow handling as the reference's first call would). The output
 // is dequantized with IntLayerNorm's per-column scale. eps is not used by the integer algorithm
 // (see above); it is taken for the signature of layer_norm_rows. @pre 0 < cols <= ld, gamma
-// finite and nonzero, beta finite, eps >= 0 (checked).
+// finite and nonzero, beta finite, eps >= 0 (checked). The result is
+// int_layer_norm_rows's on each row (one row per call, shift 0), dequantized, bit for bit.
 template <class Arch>
 void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                              const float* beta, float eps) {
   require(cols > 0 && cols <= ld, "layer_norm_integer_rows: needs 0 < cols <= ld");
   require(eps >= 0.0f, "layer_norm_integer_rows: eps must be >= 0");
-  std::vector<std::int32_t> q(cols);
-  std::vector<std::int64_t> out(cols);
-  std::vector<float> so(cols);
+  using BF = xsimd::batch<float, Arch>;
+  using BD = xsimd::batch<double, Arch>;
+  using BI = xsimd::batch<std::int32_t, Arch>;
+  constexpr std::size_t LF = BF::size, LD = BD::size;
+  const std::size_t full_f = cols - cols % LF, full_d = cols - cols % LD;
+  // Per call, not per row: the bias integers and the output scales (int_layer_norm_rows's formulas).
+  const float dim_sqrt = std::sqrt(static_cast<float>(cols));
+  const float sf = ibert::torch_div_scalar(dim_sqrt, 0x1p30);
+  std::vector<double> bias(cols);
+  std::vector<float> so(cols), q(cols);
+  std::vector<double> y(cols);
+  double bias_max = 0.0;
+  for (std::size_t i = 0; i < cols; ++i) {
+    require(std::isfinite(gamma[i]) && gamma[i] != 0.0f && std::isfinite(beta[i]),
+            "layer_norm_integer_rows: gamma must be finite and nonzero, beta finite");
+    const float ratio = beta[i] / gamma[i];
+    bias[i] = static_cast<double>(ibert::floor_to_int64(ratio / sf, "int_layer_norm bias_int"));
+    bias_max = std::fabs(bias[i]) > bias_max ? std::fabs(bias[i]) : bias_max;
+    so[i] = sf * gamma[i];
+  }
+  // The rows' integers are 16-bit (|x| <= 32767, so |x - mean| < 2^16): for C < 2^16 the int32
+  // lane sums cannot overflow and the sums of C squares stay below 2^53, so every step below is
+  // exact in int32 or double lanes; y factor / 2 too when 2^16 factor + max|bias_int| < 2^51,
+  // checked per row. Other rows go through int_layer_norm_rows (int64 and int128).
+  const bool lanes_exact = cols < (std::size_t{1} << 16);
+  const BD big(0x1.8p52), one(1.0);
+  // floor(w) for |w| < 2^51: the nearest integer (adding 1.5 2^52 rounds the fraction away),
+  // less one where that rounded up.
+  auto floor_small = [&](BD w) {
+    const BD t = (w + big) - big;
+    return xsimd::select(t > w, t - one, t);
+  };
+  std::vector<std::int32_t> qi;  // only for rows the reference runs
+  std::vector<std::int64_t> out;
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     const ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(xr, cols), 16);
-    ibert::quantize_symmetric<Arch>(xr, cols, qp, q.data());
-    ibert::int_layer_norm_rows<Arch>(q.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols, so.data());
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so[i];
+    auto reference_row = [&] {
+      qi.resize(cols);
+      out.resize(cols);
+      std::vector<float> so_row(cols);
+      ibert::quantize_symmetric<Arch>(xr, cols, qp, qi.data());
+      ibert::int_layer_norm_rows<Arch>(qi.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols,
+                                       so_row.data());
+      for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so_row[i];
+    };
+    if (!lanes_exact) {
+      reference_row();
+      continue;
+    }
+    // quantize_symmetric, in float lanes (16-bit integers: exact), and the row sum in int32 lanes
+    // (a lane adds at most cols / lanes < 2^16 values of |q| <= 32767: no overflow).
+    const float inv = 1.0f / qp.scale, lo = static_cast<float>(qp.lo), hi = static_cast<float>(qp.hi);
+    BI isum(0);
+    for (std::size_t i = 0; i < full_f; i += LF) {
+      // nearbyint_as_int: quantize_symmetric's rounding (one instruction; |v| <= 32768 here).
+      const BF v = xsimd::to_float(xsimd::nearbyint_as_int(BF::load_unaligned(xr + i) * BF(inv)));
+      const BF c = xsimd::min(xsimd::max(v, BF(lo)), BF(hi));
+      c.store_unaligned(q.data() + i);
+      isum += xsimd::to_int(c);
+    }
+    alignas(64) std::int32_t ibuf[LF];
+    isum.store_aligned(ibuf);
+    std::int64_t sum = 0;
+    for (std::size_t j = 0; j < LF; ++j) sum += ibuf[j];
+    for (std::size_t i = full_f; i < cols; ++i) {
+      const float v = std::nearbyint(xr[i] * inv);
+      q[i] = v < lo ? lo : v > hi ? hi : v;
+      sum += static_cast<std::int64_t>(q[i]);
+    }
+    // mean = round(sum / C), ties to even; y = x - mean, widened to doubles by a plain loop.
+    const std::int64_t mean = ibert::round_half_even_div(sum, static_cast<std::int64_t>(cols));
+    const double meand = static_cast<double>(mean);
+    for (std::size_t i = 0; i < cols; ++i) y[i] = static_cast<double>(q[i]) - meand;
+    alignas(64) double buf[LD];
+    // sum(floor(y / 2^shift)^2); with shift 0 the floors drop out.
+    auto sum_sq = [&](int shift) {
+      const double down = std::ldexp(1.0, -shift);
+      const BD vdown(down);
+      BD a(0.0);
+      if (shift == 0) {
+        for (std::size_t i = 0; i < full_d; i += LD) {
+          const BD d = BD::load_unaligned(y.data() + i);
+          a += d * d;
+        }
+      } else {
+        for (std::size_t i = 0; i < full_d; i += LD) {
+          const BD d = floor_small(BD::load_unaligned(y.data() + i) * vdown);
+          a += d * d;
+        }
+      }
+      a.store_aligned(buf);
+      double v = 0.0;
+      for (std::size_t j = 0; j < LD; ++j) v += buf[j];
+      for (std::size_t i = full_d; i < cols; ++i) {
+        const double d = std::floor(y[i] * down);
+        v += d * d;
+      }
+      return static_cast<std::int64_t>(v);
+    };
+    int shift = 0;
+    std::int64_t var = sum_sq(0);
+    constexpr std::int64_t limit = std::int64_t{1} << 32;
+    if (var >= limit) {
+      // overflow_fallback, as int_layer_norm_rows for one row.
+      const int k = ibert::ibert_ln_needed_shift(var);
+      shift = k > 0 ? k : 0;
+      while ((var = sum_sq(shift)) >= limit) ++shift;
+    }
+    const std::uint64_t std_int = ibert::isqrt_newton(static_cast<std::uint64_t>(var)) << shift;
+    const float denom = static_cast<float>(std_int) + static_cast<float>(0.0001);
+    const std::int64_t factor = ibert::floor_to_int64(ibert::torch_rdiv(0x1p31, denom), "int_layer_norm factor");
+    const double f = static_cast<double>(factor);
+    if (f * 0x1p16 + bias_max < 0x1p51) {
+      // out = floor(y factor / 2) + bias_int: exact (see above).
+      const BD vf(f), half(0.5);
+      for (std::size_t i = 0; i < full_d; i += LD) {
+        const BD w = (BD::load_unaligned(y.data() + i) * vf) * half;
+        (floor_small(w) + BD::load_unaligned(bias.data() + i)).store_unaligned(y.data() + i);
+      }
+      for (std::size_t i = full_d; i < cols; ++i) y[i] = std::floor((y[i] * f) * 0.5) + bias[i];
+      // float(out) * scale: the double holds the int64 exactly, so the conversion rounds alike.
+      for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(y[i]) * so[i];
+    } else {
+      reference_row();
+    }
   }
 }
 

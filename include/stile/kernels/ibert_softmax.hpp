@@ -25,8 +25,20 @@
 // element-wise values, the row sum and e16 * factor are exact integers (the reference's float32
 // tensors round them above 2^24; scripts/make_ibert_goldens.py reports where that would differ).
 //
-// Vector path: the row max in int32 lanes; the rest per element through the scalar reference
-// (its products need 64 and 128 bits).
+// Vector path (int_softmax_e16_row): the element-wise steps run in double lanes, exactly. With
+// the constants int_softmax_params accepts (c_int < 2^48, so s > 2^-22.5, |x0_int| < 2^22.2,
+// b_int < 2^24.6), every integer on the way is below 2^53 and so exact in a double: x - max
+// (|.| < 2^32), q (<= 30), r, r (r + b_int) (< 2^47) and z (< 2^48). The quotient q = floor(x /
+// x0_int) is taken from x * (1 / x0_int): its rounding error (< 30 2^-52) is far below the gap
+// 1 / |x0_int| between a non-integer quotient and the next integer, so only an exact integer
+// quotient can come out one low, which r == x0_int detects. The requantization round(z m /
+// 2^(k - 30 + q)) is the one inexact step: z (m 2^-(k-30)) is one double rounding (z and the
+// power-of-two-scaled multiplier are exact) of a value below 2^16, so its error is below 2^-37,
+// and 2^-q scales it exactly; round half to even of the double is therefore the exact result
+// unless the value lies within 2^-37 of a half-integer. Lanes within 2^-30 of one (exact ties
+// included) are recomputed by the scalar reference (int128), so the result is exact always.
+// The normalization e16 * factor (< 2^47) and its floor shift are exact in doubles too.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -84,7 +96,7 @@ inline std::int32_t int_softmax_exp16(std::int64_t x, const IntSoftmaxParams& p)
   return static_cast<std::int32_t>(quant::clamp_i64(v, -32768, 32767));
 }
 
-// The normalization of one row of e16 values (n of them, scratch e) into out.
+// The normalization of one row of e16 values (n of them, scratch e) into out: the scalar reference.
 inline void int_softmax_normalize(const std::int32_t* e, std::size_t n, const IntSoftmaxParams& p, std::int32_t* out) {
   std::int64_t sum = 0;
   for (std::size_t i = 0; i < n; ++i) sum += e[i];
@@ -92,6 +104,184 @@ inline void int_softmax_normalize(const std::int32_t* e, std::size_t n, const In
   const std::int64_t factor = floor_to_int64(torch_rdiv(0x1p32, static_cast<float>(sum)), "int_softmax factor");
   const int sh = 32 - p.output_bit;
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(floor_shift(e[i] * factor, sh));
+}
+
+// The nearest integer (ties to even) to each lane of v, 0 <= v < 2^51, big = 2^52: adding 2^52
+// rounds away the fraction in the FPU's default mode. (xsimd's floor and trunc of doubles go through
+// 64-bit integer conversions, which SSE2 and AVX2 do one lane at a time.)
+template <class Arch>
+xsimd::batch<double, Arch> round_nonneg(xsimd::batch<double, Arch> v, xsimd::batch<double, Arch> big) {
+  return (v + big) - big;
+}
+
+// The scalar reference of a whole row (x: integers held in doubles or floats): the vector paths
+// fallback.
+template <class T>
+std::int64_t int_softmax_e16_row_scalar(const T* x, std::size_t n, T xmax, const IntSoftmaxParams& p, double* e) {
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e[i] = v;
+    sum += v;
+  }
+  return sum;
+}
+
+// e[i] = e16 of x[i] - xmax for i < n (x: integers held in doubles, xmax their row max), stored as
+// doubles (exact integers in [0, 32767]); returns their sum (exact: < 2^53 for any n that fits in
+// memory). e must not overlap x (a row near a tie is redone from x). The double-lane path and its exactness: see the header comment. (The
+// callers widen their int32 or float rows into doubles with plain loops, which the compiler
+// vectorizes: xsimd 8.1's converting loads go through a stack buffer, a store-forwarding stall.)
+template <class Arch>
+std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, const IntSoftmaxParams& p, double* e) {
+  using BD = xsimd::batch<double, Arch>;
+  using BL = xsimd::batch<std::int64_t, Arch>;
+  constexpr std::size_t L = BD::size;
+  const double x0 = static_cast<double>(p.x0_int);
+  const BD vx0(x0), vinv(1.0 / x0), vlo(30.0 * x0), vb(static_cast<double>(p.b_int)), vc(static_cast<double>(p.c_int));
+  const BD vmax(xmax);
+  // m / 2^(k - 30): exact (a 32-bit integer scaled by a power of two, far from the double range's ends).
+  const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
+  const BD one(1.0), zero(0.0), top(32767.0), big(0x1p52), bias(0x1p52 + 1023.0), danger(0.5 - 0x1p-30);
+  BD acc(0.0);
+  xsimd::batch_bool<double, Arch> near_tie(false);
+  alignas(64) double buf[L];
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
+    const BD d = xsimd::max(BD::load_unaligned(x + i) - vmax, vlo);  // x - max, clamped at 30 x0_int
+    // q = floor(d / x0_int) from the nearest integer to d (1 / x0_int): that is the floor or
+    // one above it (the product is within 2^-47 of the quotient), and r says which.
+    BD q = round_nonneg(d * vinv, big);
+    BD r = d - vx0 * q;
+    const auto high = r > zero;
+    q = xsimd::select(high, q - one, q);
+    r = xsimd::select(high, r + vx0, r);
+    const BD z = xsimd::max(r * (r + vb) + vc, zero);
+    // 2^-q: the biased exponent 1023 - q sits in the low bits of 2^52 + 1023 - q; shift it into
+    // the exponent field (the 2^52's own exponent bits fall off the top).
+    const BD p2 = xsimd::bitwise_cast<BD>(xsimd::bitwise_cast<BL>(bias - q) << 52);
+    const BD v = (z * vm) * p2;
+    const BD y = round_nonneg(v, big);
+    // Within 2^-30 of a half-integer, the double may have rounded across it: such a row is redone
+    // exactly (rare: the values would have to fall within 2^-30 of one of 2^16 points).
+    near_tie = near_tie | (xsimd::abs(v - y) > danger);
+    const BD ym = xsimd::min(y, top);
+    ym.store_unaligned(e + i);
+    acc += ym;
+  }
+  if (xsimd::any(near_tie)) return int_softmax_e16_row_scalar(x, n, xmax, p, e);
+  // The lanes' sums by hand: xsimd::hadd on avx512 doubles trips GCC 12's -Wuninitialized.
+  acc.store_aligned(buf);
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < L; ++j) sum += static_cast<std::int64_t>(buf[j]);
+  for (std::size_t i = full; i < n; ++i) {
+    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e[i] = v;
+    sum += v;
+  }
+  return sum;
+}
+
+// Scratch of int_softmax_e16_row_narrow: four rows of n (float, float, double, double).
+struct IntSoftmaxScratch {
+  std::vector<float> r, p2;
+  std::vector<double> rd, p2d;
+  explicit IntSoftmaxScratch(std::size_t n) : r(n), p2(n), rd(n), p2d(n) {}
+};
+
+// int_softmax_e16_row for rows of 16-bit integers (|x - xmax| <= 2^17, held in floats) and
+// |x0_int| < 2^22 (s > 2^-21.5; the float wrapper's s >= 1e-6 gives |x0_int| <= 693100): the
+// steps up to r run in float lanes, twice as many as doubles. x - max and x0_int are exact in a
+// float; q comes from the nearest integer to x (1 / x0_int) (relative error below 2^-22, so the
+// floor or one above it, as in the double path) and r = x - x0_int q is exact: |x0_int q| <=
+// |x - max| + |x0_int| < 2^24. 2^-q is built in int32 lanes. r and 2^-q are widened to doubles
+// by a plain loop, and the rest is int_softmax_e16_row's double path. Same results.
+template <class Arch>
+std::int64_t int_softmax_e16_row_narrow(const float* x, std::size_t n, float xmax, const IntSoftmaxParams& p,
+                                        IntSoftmaxScratch& sc, double* e) {
+  using BF = xsimd::batch<float, Arch>;
+  using BI = xsimd::batch<std::int32_t, Arch>;
+  using BD = xsimd::batch<double, Arch>;
+  constexpr std::size_t LF = BF::size, LD = BD::size;
+  const float x0 = static_cast<float>(p.x0_int);
+  const BF vx0(x0), vinv(1.0f / x0), vmax(xmax), fzero(0.0f), fone(1.0f), fbig(0x1.8p23f);
+  // 30 x0_int: exact below 2^24; above, every x - max (>= -2^17) is above it however it rounds.
+  const BF vlo(30.0f * x0);
+  const std::size_t full_f = n - n % LF;
+  float* rr = sc.r.data();
+  float* pp = sc.p2.data();
+  for (std::size_t i = 0; i < full_f; i += LF) {
+    const BF d = xsimd::max(BF::load_unaligned(x + i) - vmax, vlo);
+    BF q = (d * vinv + fbig) - fbig;  // nearest integer (|.| <= 31 < 2^22)
+    BF r = d - vx0 * q;
+    const auto high = r > fzero;
+    q = xsimd::select(high, q - fone, q);
+    r = xsimd::select(high, r + vx0, r);
+    r.store_unaligned(rr + i);
+    // 2^-q: the biased exponent 127 - q shifted into a float's exponent field.
+    xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23).store_unaligned(pp + i);
+  }
+  for (std::size_t i = full_f; i < n; ++i) {
+    // The same steps one element at a time (int64: q and r exactly).
+    std::int64_t d = static_cast<std::int64_t>(x[i] - xmax);
+    const std::int64_t lo = 30 * p.x0_int;
+    d = d > lo ? d : lo;
+    const std::int64_t q = d / p.x0_int;
+    rr[i] = static_cast<float>(d - p.x0_int * q);
+    pp[i] = std::ldexp(1.0f, -static_cast<int>(q));
+  }
+  double* rd = sc.rd.data();
+  double* pd = sc.p2d.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    rd[i] = rr[i];
+    pd[i] = pp[i];
+  }
+  const BD vb(static_cast<double>(p.b_int)), vc(static_cast<double>(p.c_int)), zero(0.0), top(32767.0), big(0x1p52),
+      danger(0.5 - 0x1p-30);
+  const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
+  BD acc(0.0);
+  xsimd::batch_bool<double, Arch> near_tie(false);
+  alignas(64) double buf[LD];
+  const std::size_t full_d = n - n % LD;
+  for (std::size_t i = 0; i < full_d; i += LD) {
+    const BD r = BD::load_unaligned(rd + i);
+    const BD z = xsimd::max(r * (r + vb) + vc, zero);
+    const BD v = (z * vm) * BD::load_unaligned(pd + i);
+    const BD y = round_nonneg(v, big);
+    near_tie = near_tie | (xsimd::abs(v - y) > danger);
+    const BD ym = xsimd::min(y, top);
+    ym.store_unaligned(e + i);
+    acc += ym;
+  }
+  if (xsimd::any(near_tie)) return int_softmax_e16_row_scalar(x, n, xmax, p, e);  // rare: see above
+  acc.store_aligned(buf);
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < LD; ++j) sum += static_cast<std::int64_t>(buf[j]);
+  for (std::size_t i = full_d; i < n; ++i) {
+    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e[i] = v;
+    sum += v;
+  }
+  return sum;
+}
+
+// e[i] = floor(e[i] factor / 2^(32 - output_bit)) in place, factor = floor(2^32 / sum) as
+// int_softmax_normalize computes it. Exact in double lanes: e factor < 2^15 2^32, the
+// power-of-two scaling and the floor are exact. @pre sum > 0.
+template <class Arch>
+void int_softmax_normalize_row(double* e, std::size_t n, std::int64_t sum, const IntSoftmaxParams& p) {
+  using BD = xsimd::batch<double, Arch>;
+  constexpr std::size_t L = BD::size;
+  const std::int64_t factor = floor_to_int64(torch_rdiv(0x1p32, static_cast<float>(sum)), "int_softmax factor");
+  const double f = static_cast<double>(factor), down = std::ldexp(1.0, p.output_bit - 32);
+  const BD vf(f), vdown(down), big(0x1p52), one(1.0);
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
+    const BD w = (BD::load_unaligned(e + i) * vf) * vdown;  // exact, >= 0
+    const BD t = round_nonneg(w, big);
+    xsimd::select(t > w, t - one, t).store_unaligned(e + i);  // floor(w)
+  }
+  for (std::size_t i = full; i < n; ++i) e[i] = std::floor((e[i] * f) * down);
 }
 
 // y = IntSoftmax(x) per row: x is rows x cols int32 with row stride ld_x, y rows x cols with
@@ -105,7 +295,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
   const IntSoftmaxParams p = int_softmax_params(s, output_bit);
   using B = xsimd::batch<std::int32_t, Arch>;
   constexpr std::size_t L = B::size;
-  std::vector<std::int32_t> e(cols);
+  std::vector<double> xd(cols), e(cols);  // scratch rows, once per call
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int32_t* xr = x + r * ld_x;
     std::int32_t m = std::numeric_limits<std::int32_t>::min();
@@ -118,8 +308,11 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
       for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
     }
     for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
-    for (std::size_t i = 0; i < cols; ++i) e[i] = int_softmax_exp16(static_cast<std::int64_t>(xr[i]) - m, p);
-    int_softmax_normalize(e.data(), cols, p, y + r * ld_y);
+    for (std::size_t i = 0; i < cols; ++i) xd[i] = xr[i];
+    const std::int64_t sum = int_softmax_e16_row<Arch>(xd.data(), cols, m, p, e.data());
+    int_softmax_normalize_row<Arch>(e.data(), cols, sum, p);
+    std::int32_t* yr = y + r * ld_y;
+    for (std::size_t i = 0; i < cols; ++i) yr[i] = static_cast<std::int32_t>(e[i]);
   }
   return 1.0f / static_cast<float>(1 << output_bit);
 }
@@ -140,18 +333,67 @@ template <class Arch>
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
   require(cols > 0 && cols <= ld, "softmax_integer_rows: needs 0 < cols <= ld");
   require(scale > 0.0f, "softmax_integer_rows: scale must be > 0");
-  std::vector<float> row(cols);
-  std::vector<std::int32_t> q(cols), out(cols);
+  using BF = xsimd::batch<float, Arch>;
+  constexpr std::size_t L = BF::size;
+  const std::size_t full = cols - cols % L;
+  // Scratch for one row, allocated once per call: the 16-bit integers (as floats: exact) and e16.
+  std::vector<float> q(cols);
+  std::vector<double> e(cols);
+  ibert::IntSoftmaxScratch scratch(cols);
+  const BF vscale(scale);
+  alignas(64) float buf[L];
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
-    for (std::size_t i = 0; i < cols; ++i) row[i] = xr[i] * scale;
-    ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(row.data(), cols), 16);
+    // max |scale x| (the same float products the quantization below rounds).
+    float amax = 0.0f;
+    if (full > 0) {
+      BF acc(0.0f);
+      for (std::size_t i = 0; i < full; i += L) acc = xsimd::max(acc, xsimd::abs(BF::load_unaligned(xr + i) * vscale));
+      acc.store_aligned(buf);
+      for (std::size_t j = 0; j < L; ++j) amax = buf[j] > amax ? buf[j] : amax;
+    }
+    for (std::size_t i = full; i < cols; ++i) {
+      const float a = std::fabs(xr[i] * scale);
+      amax = a > amax ? a : amax;
+    }
+    ibert::SymmetricQuant qp = ibert::symmetric_quant(amax, 16);
     // A row that is (nearly) flat: its 16-bit step would be below 1e-6 and the constants c / s^2
     // would grow past 48 bits; a step of 1e-6 still resolves every difference that matters to exp.
     if (qp.scale < 1e-6f) qp.scale = 1e-6f;
-    ibert::quantize_symmetric<Arch>(row.data(), cols, qp, q.data());
-    const float so = ibert::int_softmax_rows<Arch>(q.data(), 1, cols, cols, qp.scale, 8, out.data(), cols);
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so;
+    // quantize_symmetric on scale * x, in float lanes (the integers are below 2^16: exact), and
+    // the row max of the integers.
+    const float inv = 1.0f / qp.scale;
+    const float lo = static_cast<float>(qp.lo), hi = static_cast<float>(qp.hi);
+    float m = lo;
+    if (full > 0) {
+      BF vm(lo);
+      for (std::size_t i = 0; i < full; i += L) {
+        // nearbyint_as_int: quantize_symmetric's rounding (one instruction; |v| <= 32768 here).
+        const BF v = xsimd::to_float(xsimd::nearbyint_as_int((BF::load_unaligned(xr + i) * vscale) * BF(inv)));
+        const BF c = xsimd::min(xsimd::max(v, BF(lo)), BF(hi));
+        c.store_unaligned(q.data() + i);
+        vm = xsimd::max(vm, c);
+      }
+      vm.store_aligned(buf);
+      for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+    }
+    for (std::size_t i = full; i < cols; ++i) {
+      const float v = std::nearbyint((xr[i] * scale) * inv);
+      q[i] = v < lo ? lo : v > hi ? hi : v;
+      m = q[i] > m ? q[i] : m;
+    }
+    const ibert::IntSoftmaxParams p = ibert::int_softmax_params(qp.scale, 8);
+    std::int64_t sum = 0;
+    if (p.x0_int > -(std::int64_t{1} << 22)) {
+      sum = ibert::int_softmax_e16_row_narrow<Arch>(q.data(), cols, m, p, scratch, e.data());
+    } else {
+      double* qd = scratch.rd.data();
+      for (std::size_t i = 0; i < cols; ++i) qd[i] = q[i];
+      sum = ibert::int_softmax_e16_row<Arch>(qd, cols, m, p, e.data());
+    }
+    ibert::int_softmax_normalize_row<Arch>(e.data(), cols, sum, p);
+    // The 8-bit output dequantized: out / 2^8, exact in floats.
+    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(e[i]) * (1.0f / 256.0f);
   }
 }
 

@@ -25,6 +25,7 @@
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/epilogue.hpp"
+#include "stile/kernels/gemm.hpp"  // detail::check_gemm_call
 #include "stile/quant/int8_weights.hpp"
 
 namespace stile {
@@ -133,26 +134,7 @@ void gemm_int8(std::size_t M, const float* A, std::size_t lda, const Int8Matrix&
   static_assert(is_epilogue_v<Epi>, "the epilogue must be a stile::Epilogue<...>");
   const std::size_t N = W.rows(), K = W.cols();
   if (M == 0 || N == 0) return;
-  require(K > 0, "gemm_int8: K (W.cols()) must be positive");
-  require(A != nullptr && C != nullptr, "gemm_int8: A and C must not be null");
-  require(lda >= K, "gemm_int8: lda (" + std::to_string(lda) + ") < K (" + std::to_string(K) + ")");
-  require(ldc >= N, "gemm_int8: ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")");
-  const std::size_t c_len = (M - 1) * ldc + N;
-  require(!detail::int8_ranges_overlap(A, ((M - 1) * lda + K) * sizeof(float), C, c_len * sizeof(float)),
-          "gemm_int8: A overlaps C");
-  if constexpr (Epi::has_bias) require(epi.bias != nullptr, "gemm_int8: the epilogue needs a bias");
-  if constexpr (Epi::has_residual) {
-    require(epi.residual != nullptr, "gemm_int8: the epilogue needs a residual");
-    require(epi.residual_ld >= N, "gemm_int8: residual_ld < N");
-    if (epi.residual == C) {
-      require(epi.residual_ld == ldc, "gemm_int8: an in-place residual must have C's row stride");
-      require(Epi::activation == Activation::kNone, "gemm_int8: an in-place residual cannot follow an activation");
-    } else {
-      require(!detail::int8_ranges_overlap(epi.residual, ((M - 1) * epi.residual_ld + N) * sizeof(float), C,
-                                           c_len * sizeof(float)),
-              "gemm_int8: the residual overlaps C without being C");
-    }
-  }
+  detail::check_gemm_call("gemm_int8", M, A, lda, K, N, C, ldc, epi);
   detail::check_int8_weights(W);
   detail::Int8GemmArgs<Epi> args;
   args.M = M;

@@ -15,9 +15,10 @@
 // The zero point cancels in q - mean_q, so it enters only through the quantization.
 //
 // Instantiation contract: a template on the xsimd architecture (normally xsimd::default_arch,
-// in a translation unit compiled for it). The integer sums are plain loops over int8 (compilers
-// vectorize them); the fp32 normalization and requantization run in xsimd float batches with a
-// scalar tail of the same formula.
+// in a translation unit compiled for it). In layer_norm_int8_row the integer sums are plain loops
+// over int8 (compilers vectorize them); the fp32 normalization and requantization run in xsimd
+// float batches with a scalar tail of the same formula. The float wrapper runs every step in
+// float lanes (see there).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,13 +60,9 @@ struct Int8RowStats {
   float mean_q = 0.0f;
   float k = 0.0f;
 };
-inline Int8RowStats int8_row_stats(const std::int8_t* q, std::size_t cols, AffineInt8 in, float eps) {
-  std::int64_t s1 = 0, s2 = 0;
-  for (std::size_t i = 0; i < cols; ++i) {
-    const std::int32_t v = q[i];
-    s1 += v;
-    s2 += v * v;
-  }
+// From the exact sums s1 = sum(q), s2 = sum(q^2) of a row of cols values.
+inline Int8RowStats int8_row_stats_from_sums(std::int64_t s1, std::int64_t s2, std::size_t cols, AffineInt8 in,
+                                             float eps) {
   const std::int64_t c = static_cast<std::int64_t>(cols);
   const float cf = static_cast<float>(cols);
   Int8RowStats st;
@@ -73,6 +70,15 @@ inline Int8RowStats int8_row_stats(const std::int8_t* q, std::size_t cols, Affin
   const float var_q = static_cast<float>(c * s2 - s1 * s1) / (cf * cf);
   st.k = in.scale / std::sqrt(var_q * in.scale * in.scale + eps);
   return st;
+}
+inline Int8RowStats int8_row_stats(const std::int8_t* q, std::size_t cols, AffineInt8 in, float eps) {
+  std::int64_t s1 = 0, s2 = 0;
+  for (std::size_t i = 0; i < cols; ++i) {
+    const std::int32_t v = q[i];
+    s1 += v;
+    s2 += v * v;
+  }
+  return int8_row_stats_from_sums(s1, s2, cols, in, eps);
 }
 
 // The scalar reference of one output element.
@@ -113,35 +119,127 @@ void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, 
 
 // LayerNorm per row, in place, through the int8 kernel, as the float model will call it. Each row
 // is quantized to int8 asymmetrically with its own min and max (affine_int8_params), normalized
-// by layer_norm_int8_row into int8 whose parameters come from the range of the fp32 result of
-// the same row (the dynamic counterpart of the thesis's calibrated output range), and
-// dequantized. @pre 0 < cols <= ld, eps >= 0 (checked).
+// by the int8 kernel into int8 whose parameters come from the range of the fp32 result of the
+// same row (the dynamic counterpart of the thesis's calibrated output range), and dequantized.
+// @pre 0 < cols <= ld, eps >= 0 (checked).
+//
+// One pass per step, all in vector lanes, no allocation per row: the int8 values are kept as
+// floats (exact) in a scratch row, and their sums run in float lanes too: exact while a lane adds
+// at most 1024 squares of |q| <= 128 (1024 128^2 = 2^24, a float's last exact integer), so the
+// lanes are drained into int64 every 1024 vectors. (Integer lanes would need int32 multiplies,
+// which xsimd does one lane at a time on SSE2.) The fp32 values of the normalization are computed
+// once, with layer_norm_int8_row's vector formula (and its scalar one in the tail), kept for the
+// output range and then requantized: the result is layer_norm_int8_row's, element for element.
 template <class Arch>
 void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                           const float* beta, float eps) {
   require(cols > 0 && cols <= ld, "layer_norm_int8_rows: needs 0 < cols <= ld");
   require(eps >= 0.0f, "layer_norm_int8_rows: eps must be >= 0");
-  std::vector<std::int8_t> q(cols), y(cols);
+  using BF = xsimd::batch<float, Arch>;
+  constexpr std::size_t L = BF::size;
+  constexpr std::size_t flush = 1024;  // vectors per float lane sum (see above)
+  const std::size_t full = cols - cols % L;
+  // Round half to even of values far inside the int32 range (here |v| <= 256 or so): the
+  // float -> int32 conversion in the default rounding mode is one instruction on x86 and Arm,
+  // where xsimd's nearbyint of floats takes five on SSE2.
+  auto round_small = [](BF v) { return xsimd::to_float(xsimd::nearbyint_as_int(v)); };
+  std::vector<float> qf(cols), v(cols);  // scratch rows, once per call
+  alignas(64) float fbuf[L], gbuf[L];
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
+    // Row range.
     float lo = xr[0], hi = xr[0];
-    for (std::size_t i = 1; i < cols; ++i) {
+    if (full > 0) {
+      BF vlo = BF::load_unaligned(xr), vhi = vlo;
+      for (std::size_t i = L; i < full; i += L) {
+        const BF t = BF::load_unaligned(xr + i);
+        vlo = xsimd::min(vlo, t);
+        vhi = xsimd::max(vhi, t);
+      }
+      vlo.store_aligned(fbuf);
+      vhi.store_aligned(gbuf);
+      for (std::size_t j = 0; j < L; ++j) {
+        lo = fbuf[j] < lo ? fbuf[j] : lo;
+        hi = gbuf[j] > hi ? gbuf[j] : hi;
+      }
+    }
+    for (std::size_t i = full; i < cols; ++i) {
       lo = xr[i] < lo ? xr[i] : lo;
       hi = xr[i] > hi ? xr[i] : hi;
     }
     const AffineInt8 in = affine_int8_params(lo, hi);
-    for (std::size_t i = 0; i < cols; ++i) q[i] = quantize_int8(xr[i], in);
-    // The output range: the fp32 values the int8 kernel would produce before rounding.
-    const Int8RowStats st = int8_row_stats(q.data(), cols, in, eps);
+    // Quantize (quantize_int8: round(x / scale) + zero_point, clamped) and the exact sums.
+    std::int64_t s1 = 0, s2 = 0;
+    {
+      const BF vs(in.scale), vz(static_cast<float>(in.zero_point)), qlo(-128.0f), qhi(127.0f);
+      BF a1(0.0f), a2(0.0f);
+      std::size_t n = 0;
+      auto drain = [&] {
+        a1.store_aligned(fbuf);
+        a2.store_aligned(gbuf);
+        for (std::size_t j = 0; j < L; ++j) {
+          s1 += static_cast<std::int64_t>(fbuf[j]);
+          s2 += static_cast<std::int64_t>(gbuf[j]);
+        }
+        a1 = BF(0.0f);
+        a2 = BF(0.0f);
+        n = 0;
+      };
+      for (std::size_t i = 0; i < full; i += L) {
+        const BF t = xsimd::min(xsimd::max(round_small(BF::load_unaligned(xr + i) / vs) + vz, qlo), qhi);
+        t.store_unaligned(qf.data() + i);
+        a1 += t;
+        a2 += t * t;
+        if (++n == flush) drain();
+      }
+      drain();
+      for (std::size_t i = full; i < cols; ++i) {
+        const std::int8_t qi = quantize_int8(xr[i], in);
+        qf[i] = qi;
+        s1 += qi;
+        s2 += static_cast<std::int32_t>(qi) * qi;
+      }
+    }
+    const Int8RowStats st = int8_row_stats_from_sums(s1, s2, cols, in, eps);
+    // The fp32 normalization and its range (the output range contains 0, as affine_int8_params widens it).
     float ylo = 0.0f, yhi = 0.0f;
-    for (std::size_t i = 0; i < cols; ++i) {
-      const float v = int8_layer_norm_value(q[i], st, gamma[i], beta[i]);
-      ylo = v < ylo ? v : ylo;
-      yhi = v > yhi ? v : yhi;
+    {
+      const BF vmean(st.mean_q), vk(st.k);
+      BF vlo(0.0f), vhi(0.0f);
+      for (std::size_t i = 0; i < full; i += L) {
+        const BF c = (BF::load_unaligned(qf.data() + i) - vmean) * vk;
+        const BF t = xsimd::fma(c, BF::load_unaligned(gamma + i), BF::load_unaligned(beta + i));
+        t.store_unaligned(v.data() + i);
+        vlo = xsimd::min(vlo, t);
+        vhi = xsimd::max(vhi, t);
+      }
+      vlo.store_aligned(fbuf);
+      vhi.store_aligned(gbuf);
+      for (std::size_t j = 0; j < L; ++j) {
+        ylo = fbuf[j] < ylo ? fbuf[j] : ylo;
+        yhi = gbuf[j] > yhi ? gbuf[j] : yhi;
+      }
+      for (std::size_t i = full; i < cols; ++i) {
+        v[i] = int8_layer_norm_value(static_cast<std::int8_t>(qf[i]), st, gamma[i], beta[i]);
+        ylo = v[i] < ylo ? v[i] : ylo;
+        yhi = v[i] > yhi ? v[i] : yhi;
+      }
     }
     const AffineInt8 out = affine_int8_params(ylo, yhi);
-    layer_norm_int8_row<Arch>(q.data(), cols, in, gamma, beta, eps, out, y.data());
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = out.scale * static_cast<float>(y[i] - out.zero_point);
+    // Requantize (layer_norm_int8_row's rounding) and dequantize: small integers, exact in floats.
+    {
+      const float inv_out = 1.0f / out.scale;
+      const BF vinv(inv_out), vz(static_cast<float>(out.zero_point)), vs(out.scale), qlo(-128.0f), qhi(127.0f);
+      for (std::size_t i = 0; i < full; i += L) {
+        const BF t = xsimd::min(xsimd::max(round_small(BF::load_unaligned(v.data() + i) * vinv) + vz, qlo), qhi);
+        (vs * (t - vz)).store_unaligned(xr + i);
+      }
+      for (std::size_t i = full; i < cols; ++i) {
+        const float t = std::nearbyint(v[i] * inv_out) + static_cast<float>(out.zero_point);
+        const float c = t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t;
+        xr[i] = out.scale * (c - static_cast<float>(out.zero_point));
+      }
+    }
   }
 }
 

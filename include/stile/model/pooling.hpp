@@ -37,4 +37,17 @@ inline void l2_normalize(std::span<float> v) {
   for (float& x : v) x = static_cast<float>(x / norm);
 }
 
+// The cosine of the angle between a and b (in double; 0 when either is all zeros).
+// @pre a.size() == b.size() (checked).
+inline double cosine_similarity(std::span<const float> a, std::span<const float> b) {
+  require(a.size() == b.size(), "cosine_similarity: vectors of different sizes");
+  double ab = 0.0, aa = 0.0, bb = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return aa > 0.0 && bb > 0.0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
 }  // namespace stile
