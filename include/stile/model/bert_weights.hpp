@@ -1,9 +1,10 @@
 #pragma once
 // The weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and checked
 // against its config: an fp32 (or F16/BF16) checkpoint, or a quantized one written by `convert
-// --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16 GEMM weights become int8 / fp16 weights without a
-// round trip through fp32 of their values when the precision asks for their format (through fp32
-// when it asks for another: model/stored_linear.hpp). Transformed once at load, never per request:
+// --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16 GEMM weights become int8 / fp16
+// weights without a round trip of their values through fp32 when the precision asks for their
+// format (through fp32 when it asks for another: model/stored_linear.hpp). Transformed once at
+// load, never per request:
 //   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;
 //   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
 //   * every GEMM weight is converted to the format its ModelPrecision names (ops/precision.hpp) and
@@ -24,9 +25,9 @@
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/model/stored_linear.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
-#include "stile/model/stored_linear.hpp"
 #include "stile/ops/precision.hpp"
 
 namespace stile {
