@@ -1,9 +1,13 @@
-// convert: a Hugging Face BERT checkpoint directory -> a stile shard store (docs/format.md):
-// every layer cut into M shards (docs/shards.md), each shard quantized at every requested
-// bitwidth with outlier-aware dictionary quantization.
+// convert: a Hugging Face BERT checkpoint directory ->
+//   * (default) a stile shard store (docs/format.md): every layer cut into M shards
+//     (docs/shards.md), each shard quantized at every requested bitwidth with outlier-aware
+//     dictionary quantization;
+//   * (--checkpoint fp16|int8) a quantized Hugging Face-style checkpoint directory whose GEMM
+//     weights are stored as F16 or I8 + scales (docs/quantized_checkpoint.md), for BertWeights::load.
 //
 //   convert ~/.cache/stile/all-MiniLM-L6-v2 minilm.stile
 //   convert --shards 6 --bits 2,4,6,32 MODEL_DIR out.stile
+//   convert --checkpoint int8 --int8-scheme per-channel MODEL_DIR minilm-int8/
 //
 // Exit status: 0 ok, 1 runtime error (bad checkpoint, unwritable output), 2 usage error.
 #include <cstddef>
@@ -19,6 +23,7 @@
 #include "cli.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
+#include "stile/model/quantized_checkpoint.hpp"
 #include "stile/store/shard_converter.hpp"
 
 namespace {
@@ -32,10 +37,16 @@ std::string human_bytes(double bytes) {
 
 int main(int argc, char** argv) {
   stile::ConvertOptions options;
-  stile_cli::Parser cli("convert", "[options] [MODEL_DIR] OUT",
-                        "Converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; "
-                        "default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2) into the shard store OUT. "
-                        "OUT is written to a temporary file and renamed, so it is either complete or untouched.");
+  std::string checkpoint, int8_scheme;
+  stile_cli::Parser cli(
+      "convert", "[options] [MODEL_DIR] OUT   |   convert --checkpoint fp16|int8 [--int8-scheme S] [MODEL_DIR] OUT_DIR",
+      "Two modes. By default, converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; "
+      "default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2) into the shard store OUT (options --shards, "
+      "--bits, --outlier-threshold, --no-refine). With --checkpoint, writes instead a quantized checkpoint: the "
+      "directory OUT_DIR, a copy of MODEL_DIR whose model.safetensors stores each encoder layer's GEMM weights as "
+      "F16 or as I8 with scales (docs/quantized_checkpoint.md), which stile loads with no conversion at load (options "
+      "--checkpoint, --int8-scheme). OUT is written to a temporary file (OUT_DIR to a temporary directory) and "
+      "renamed, so it is either complete or untouched.");
   cli.flag("--shards", "M",
            "shards per layer (default: one per attention head); must divide the heads and the FFN width",
            options.shards)
@@ -46,11 +57,35 @@ int main(int argc, char** argv) {
            options.quantizer.outlier_log_likelihood);
   cli.toggle("--no-refine", "skip the k-means refinement of the equal-population dictionaries",
              [&] { options.quantizer.refine = false; });
+  cli.flag("--checkpoint", "FORMAT",
+           "quantized-checkpoint mode: store the GEMM weights as fp16 or int8 in a new checkpoint directory",
+           checkpoint)
+      .one_of({"fp16", "int8"});
+  cli.flag("--int8-scheme", "S",
+           "quantized-checkpoint mode, int8: per-channel (symmetric, default) or per-tensor (asymmetric)", int8_scheme)
+      .one_of({"per-channel", "per-tensor"});
   const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (!int8_scheme.empty() && checkpoint != "int8") cli.fail("--int8-scheme needs --checkpoint int8");
   if (positional.empty() || positional.size() > 2) cli.fail("give the output path (and optionally MODEL_DIR first)");
   const std::filesystem::path model_dir = positional.size() == 2 ? positional[0] : stile::default_model_dir().string();
   const std::filesystem::path out = positional.back();
 
+  if (!checkpoint.empty()) {
+    try {
+      const stile::LinearFormat format = checkpoint == "fp16" ? stile::LinearFormat::kF16 : stile::LinearFormat::kInt8;
+      const stile::Int8Scheme scheme = int8_scheme == "per-tensor" ? stile::Int8Scheme::kAsymmetricPerTensor
+                                                                   : stile::Int8Scheme::kSymmetricPerChannel;
+      const stile::QuantizedCheckpointReport r = stile::write_quantized_checkpoint(model_dir, out, format, scheme);
+      fmt::print("{}: {} GEMM weights as {}{}; model.safetensors {} (source {})\n", out.string(), r.converted,
+                 checkpoint,
+                 checkpoint == "int8" ? fmt::format(" ({})", int8_scheme.empty() ? "per-channel" : int8_scheme) : "",
+                 human_bytes(double(r.file_bytes)), human_bytes(double(r.source_bytes)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "convert: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   try {
     stile::ProgressBar bar("converting");
     options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };

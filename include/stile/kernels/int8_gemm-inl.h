@@ -30,6 +30,7 @@
 #include "stile/kernels/int8_gemm.hpp"
 
 #if HWY_ARCH_X86
+#include <cpuid.h>
 #include <immintrin.h>
 #elif HWY_ARCH_ARM_A64
 #include <arm_neon.h>
@@ -94,7 +95,13 @@ struct GenericInt8Kernel {
 // (the maddubs path adds a constant and two temporaries).
 inline constexpr std::size_t kInt8NR = 32;
 #undef STILE_I8_VNNI_ATTR
+#if defined(__clang__)
+// clang replaces the target's features (Highway's pragma) with the attribute's, and then refuses
+// to inline the target's HWY_ATTR helpers (pclmul, ...): name them all.
+#define STILE_I8_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#else
 #define STILE_I8_VNNI_ATTR __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#endif
 
 struct Vnni512Kernel {
   static constexpr std::size_t MR = 8, NR = 32;
@@ -164,7 +171,11 @@ using Int8FallbackKernel = Madd512Kernel;
 // path needs a constant and two temporaries more, so 4 x 16.
 inline constexpr std::size_t kInt8NR = 16;
 #undef STILE_I8_VNNI_ATTR
+#if defined(__clang__)
+#define STILE_I8_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avxvnni")))
+#else
 #define STILE_I8_VNNI_ATTR __attribute__((target("avx2,avxvnni")))
+#endif
 
 struct Vnni256Kernel {
   static constexpr std::size_t MR = 6, NR = 16;
@@ -223,7 +234,16 @@ struct Madd256Kernel {
 };
 
 inline bool CpuHasInt8Dot() {
+#if defined(__clang__) && __clang_major__ < 16
+  // clang before 16 has no "avxvnni" for __builtin_cpu_supports: AVX-VNNI is CPUID.(7, 1):EAX[4]
+  // (the OS's AVX state support is implied: this is the AVX2 target, chosen at run time).
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 4) & 1u) != 0;
+  }();
+#else
   static const bool has = __builtin_cpu_supports("avxvnni");
+#endif
   return has;
 }
 using Int8DotKernel = Vnni256Kernel;

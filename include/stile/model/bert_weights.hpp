@@ -1,6 +1,10 @@
 #pragma once
-// The fp32 weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and
-// checked against its config. Transformed once at load, never per request:
+// The weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and checked
+// against its config: an fp32 (or F16/BF16) checkpoint, or a quantized one written by `convert
+// --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16 GEMM weights become int8 / fp16
+// weights without a round trip of their values through fp32 when the precision asks for their
+// format (through fp32 when it asks for another: model/stored_linear.hpp). Transformed once at
+// load, never per request:
 //   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;
 //   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
 //   * every GEMM weight is converted to the format its ModelPrecision names (ops/precision.hpp) and
@@ -13,12 +17,15 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stile/io/bert_config.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/model/stored_linear.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
 #include "stile/ops/precision.hpp"
@@ -109,19 +116,20 @@ struct BertWeights {
     auto load = [&](const std::string& name, std::vector<std::size_t> shape) {
       return w.file.to_f32(tensor(name, std::move(shape)));
     };
-    // A GEMM weight in the format of its layer's precision; a weight the format cannot hold is an
-    // error naming the file and the tensor.
-    auto convert = [&](const float* dense, std::size_t rows, std::size_t cols, LinearFormat format,
-                       const std::string& name) {
-      try {
-        return LinearWeights::make(DenseF32(dense, rows, cols), format, precision.int8_scheme, name);
-      } catch (const Error& e) {
-        fail_in_file(w.file.path(), e.what());
-      }
+    // A GEMM weight in the format of its layer's precision (model/stored_linear.hpp: stored int8
+    // stays int8, any other pair goes through fp32); a weight the format cannot hold, or a bad
+    // quantized one, is an error naming the file and the tensor.
+    auto stored = [&](const std::string& name, std::size_t rows, std::size_t cols) {
+      return read_stored_linear(w.file, prefix + name, rows, cols);
     };
-    auto load_linear = [&](const std::string& name, std::size_t rows, std::size_t cols, LinearFormat format) {
-      const std::vector<float> dense = load(name, {rows, cols});
-      return convert(dense.data(), rows, cols, format, prefix + name);
+    auto convert = [&](const StoredLinear& weight, LinearFormat format) {
+      try {
+        return to_linear(weight, format, precision.int8_scheme);
+      } catch (const Error& e) {
+        const std::string_view what = e.what();
+        if (what.starts_with(concat("stile: ", w.file.path(), ": "))) throw;
+        fail_in_file(w.file.path(), stored_linear_detail::without_prefix(what));
+      }
     };
     w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));
     w.position_embeddings = load("embeddings.position_embeddings.weight", {c.max_position_embeddings, d});
@@ -134,29 +142,29 @@ struct BertWeights {
       BertLayerWeights L;
       const LayerPrecision& lp = precision.layer(l);
       L.ops = lp.ops;
-      std::vector<float> qkv_weight;
-      qkv_weight.reserve(3 * d * d);
+      std::vector<StoredLinear> qkv;
       L.qkv_bias.reserve(3 * d);
       for (const char* part : {"query", "key", "value"}) {
-        std::vector<float> wt = load(p + "attention.self." + part + ".weight", {d, d});
+        qkv.push_back(stored(p + "attention.self." + part + ".weight", d, d));
         std::vector<float> bs = load(p + "attention.self." + part + ".bias", {d});
         if (part[0] == 'q') {
-          for (float& x : wt) x *= q_scale;
+          qkv.back().scale_by(q_scale);
           for (float& x : bs) x *= q_scale;
         }
-        qkv_weight.insert(qkv_weight.end(), wt.begin(), wt.end());
         L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
       }
       const LinearFormat qkv_format = lp.format(LinearOp::kQkv);
-      L.q = convert(qkv_weight.data(), d, d, qkv_format, prefix + p + "attention.self.query.weight");
-      L.kv = convert(qkv_weight.data() + d * d, 2 * d, d, qkv_format, prefix + p + "attention.self.key/value.weight");
-      L.attn_out = load_linear(p + "attention.output.dense.weight", d, d, lp.format(LinearOp::kAttnOut));
+      L.q = convert(qkv[0], qkv_format);
+      StoredLinear kv = stack_rows(std::move(qkv[1]), std::move(qkv[2]));
+      kv.name = prefix + p + "attention.self.key/value.weight";
+      L.kv = convert(kv, qkv_format);
+      L.attn_out = convert(stored(p + "attention.output.dense.weight", d, d), lp.format(LinearOp::kAttnOut));
       L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
       L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});
       L.ln1_beta = load(p + "attention.output.LayerNorm.bias", {d});
-      L.ffn1 = load_linear(p + "intermediate.dense.weight", ff, d, lp.format(LinearOp::kFfnIn));
+      L.ffn1 = convert(stored(p + "intermediate.dense.weight", ff, d), lp.format(LinearOp::kFfnIn));
       L.ffn1_bias = load(p + "intermediate.dense.bias", {ff});
-      L.ffn2 = load_linear(p + "output.dense.weight", d, ff, lp.format(LinearOp::kFfnOut));
+      L.ffn2 = convert(stored(p + "output.dense.weight", d, ff), lp.format(LinearOp::kFfnOut));
       L.ffn2_bias = load(p + "output.dense.bias", {d});
       L.ln2_gamma = load(p + "output.LayerNorm.weight", {d});
       L.ln2_beta = load(p + "output.LayerNorm.bias", {d});

@@ -5,6 +5,7 @@
 // compile-time codec goes straight to gemm(), a LinearView picks its kernel by its format.
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
@@ -48,6 +49,14 @@ struct LinearWeights {
       case LinearFormat::kF16: out.f16 = pack_weights_f16(w, name); break;
       case LinearFormat::kInt8: out.i8 = quantize_int8(w.data, w.rows(), w.cols(), w.ld, scheme, name); break;
     }
+    return out;
+  }
+
+  // int8 weights already quantized (a quantized checkpoint's, packed by pack_int8).
+  static LinearWeights from(Int8Weights w) {
+    LinearWeights out;
+    out.format = LinearFormat::kInt8;
+    out.i8 = std::move(w);
     return out;
   }
 

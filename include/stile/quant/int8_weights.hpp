@@ -225,4 +225,41 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
   return out;
 }
 
+// Packs int8 values already quantized (a stored checkpoint's: model/stored_linear.hpp) for
+// `packing`, without touching their values: stored [N x K] row-major, scales [N] (per tensor:
+// the one scale repeated), zero_point the stored form's zw' (0 for the symmetric scheme). The
+// caller checks that the values fit packing.weight_max (a 7-bit target needs them in [-64, 63]);
+// scales and the zero point are validated here, naming the tensor.
+inline Int8Weights pack_int8(const std::int8_t* stored, std::size_t N, std::size_t K, const float* scales,
+                             std::int32_t zero_point, Int8Scheme scheme, std::string_view tensor_name,
+                             Int8Packing packing) {
+  const std::string name(tensor_name);
+  require((stored != nullptr && scales != nullptr) || N == 0 || K == 0, "pack_int8: '" + name + "': no weights");
+  require(packing.nr > 0 && (packing.weight_max == 127 || packing.weight_max == 63),
+          "pack_int8: '" + name + "': bad packing");
+  const std::size_t nr = packing.nr, Kp = int8_padded_k(K), panels = (N + nr - 1) / nr;
+  Int8Weights out;
+  out.packed.resize(panels * Kp * nr);
+  out.packed.zero();
+  out.scales.assign(panels * nr, 0.0f);
+  out.col_sums.assign(panels * nr, 0);
+  for (std::size_t n = 0; n < N; ++n) {
+    out.scales[n] = scales[n];
+    std::int8_t* panel = out.packed.data() + (n / nr) * Kp * nr;
+    const std::size_t j = n % nr;
+    std::int32_t sum = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::int8_t s = stored[n * K + k];
+      panel[((k / kInt8KGroup) * nr + j) * kInt8KGroup + k % kInt8KGroup] = s;
+      sum += s;
+    }
+    out.col_sums[n] = sum;
+  }
+  out.zero_point = zero_point;
+  out.view = Int8Matrix{
+      out.packed.data(), out.scales.data(), out.col_sums.data(), zero_point, N, K, nr, packing.weight_max, scheme};
+  validate(out.view, tensor_name);
+  return out;
+}
+
 }  // namespace stile
