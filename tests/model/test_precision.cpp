@@ -146,6 +146,19 @@ TEST_CASE("a precision per layer: all-fp32 layers are the fp32 model, one int8 l
             .find("3 layer precisions for 2 layers") != std::string::npos);
 }
 
+TEST_CASE("each preset gives the same result on one thread and on three") {
+  for (const std::string_view name : stile::kPrecisionPresets) {
+    const stile::BertModel m = stile::BertModel::load(tiny_model(), stile::precision_preset(name));
+    const std::vector<stile::Encoding> batch{tokens(40, 5), tokens(7, 6)};
+    std::vector<float> one, three;
+    stile::ThreadPool pool1(1), pool3(3);
+    m.encode(batch, one, &pool1);
+    m.encode(batch, three, &pool3);
+    INFO(name);
+    CHECK(one == three);  // rows split over threads (LayerNorm, GEMM columns) never change a value
+  }
+}
+
 TEST_CASE("the operator breakdown accounts for the forward pass") {
   const stile::BertModel m = stile::BertModel::load(tiny_model(), stile::precision_preset("ibert"));
   stile::OpTimes times;

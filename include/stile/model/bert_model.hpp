@@ -57,7 +57,7 @@ class BertModel {
     for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], hidden.data() + offsets[i] * d);
     if (tokens == 0) return lengths;
     layer_norm_rows(w_.precision.embedding_layer_norm, hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(),
-                    w_.embed_ln_beta.data(), c.layer_norm_eps);
+                    w_.embed_ln_beta.data(), c.layer_norm_eps, &threads);
     timer.lap(OpKind::kEmbedding);
     EncoderWorkspace ws;
     ws.times = times;

@@ -60,7 +60,7 @@ void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::sp
   timer.lap(OpKind::kAttention);
   linear(tokens, ws.ctx.data(), da, w.attn_out, x, d, epilogue::BiasResidual{w.attn_out_bias, x, d}, &pool);
   timer.lap(OpKind::kAttnOut);
-  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
+  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps, &pool);
   timer.lap(OpKind::kLayerNorm);
   if (f.gelu == GeluFormat::kExact) {
     linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::BiasGelu{.bias = w.ffn_in_bias}, &pool);
@@ -76,7 +76,7 @@ void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::sp
   }
   linear(tokens, ws.ffn.data(), ff, w.ffn_out, x, d, epilogue::BiasResidual{w.ffn_out_bias, x, d}, &pool);
   timer.lap(OpKind::kFfnOut);
-  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
+  layer_norm_rows(f.layer_norm, x, tokens, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps, &pool);
   timer.lap(OpKind::kLayerNorm);
 }
 

@@ -143,7 +143,7 @@ void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, s
         gelu_inplace(w.ops.gelu, hidden.data(), rows * ff);
       }
       linear(rows, hidden.data(), ff, w.ffn_out, xt, d, epilogue::BiasResidual{w.ffn_out_bias, xt, d}, &pool);
-      layer_norm_rows(w.ops.layer_norm, xt, rows, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps);
+      layer_norm_rows(w.ops.layer_norm, xt, rows, d, d, w.ln2_gamma, w.ln2_beta, c.layer_norm_eps, &pool);
     }
   }
 }
