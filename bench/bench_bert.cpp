@@ -76,9 +76,7 @@ std::vector<double> interleaved_median_seconds(const std::vector<std::function<v
 
 // The engine name of a stile precision in the JSON and the table: "stile" for fp32 (as before
 // precisions existed), else "stile-<precision>".
-std::string engine_name(const std::string& precision) {
-  return precision == "fp32" ? "stile" : "stile-" + precision;
-}
+std::string engine_name(const std::string& precision) { return precision == "fp32" ? "stile" : "stile-" + precision; }
 
 // A peer compares with stile in its own number format: int8 peers with stile int8, the rest fp32.
 std::string matching_precision(const std::string& peer) {
@@ -161,8 +159,9 @@ int main(int argc, char** argv) {
     for (const auto& layer : models[i].weights().layers) bytes += layer.linear_bytes();
     fmt::print(" {} {:.1f} MiB;", precisions[i], double(bytes) / (1 << 20));
   }
-  fmt::print("\nbatch 1, median of 9 batches of runs (precisions alternated), ms; ratio = stile in the peer's "
-             "format (int8 for int8 peers, else fp32) / peer (lower is better)\n\n");
+  fmt::print(
+      "\nbatch 1, median of 9 batches of runs (precisions alternated), ms; ratio = stile in the peer's "
+      "format (int8 for int8 peers, else fp32) / peer (lower is better)\n\n");
 
   nlohmann::json out = {{"machine", stile::bench::machine_description()},
                         {"target", stile::active_target_name()},

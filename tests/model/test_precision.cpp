@@ -142,8 +142,9 @@ TEST_CASE("a precision per layer: all-fp32 layers are the fp32 model, one int8 l
 
   stile::ModelPrecision wrong;
   wrong.layers.assign(kLayers + 1, stile::LayerPrecision{});
-  CHECK(stile_test::error_of([&] { stile::BertModel::load(tiny_model(), wrong); })
-            .find("3 layer precisions for 2 layers") != std::string::npos);
+  CHECK(stile_test::error_of([&] {
+          stile::BertModel::load(tiny_model(), wrong);
+        }).find("3 layer precisions for 2 layers") != std::string::npos);
 }
 
 TEST_CASE("each preset gives the same result on one thread and on three") {
@@ -165,9 +166,9 @@ TEST_CASE("the operator breakdown accounts for the forward pass") {
   const std::vector<stile::Encoding> batch{tokens(30, 4)};
   std::vector<float> hidden;
   m.encode(batch, hidden, nullptr, &times);
-  for (const stile::OpKind k : {stile::OpKind::kEmbedding, stile::OpKind::kQkv, stile::OpKind::kAttention,
-                                stile::OpKind::kAttnOut, stile::OpKind::kLayerNorm, stile::OpKind::kFfnIn,
-                                stile::OpKind::kGelu, stile::OpKind::kFfnOut}) {
+  for (const stile::OpKind k :
+       {stile::OpKind::kEmbedding, stile::OpKind::kQkv, stile::OpKind::kAttention, stile::OpKind::kAttnOut,
+        stile::OpKind::kLayerNorm, stile::OpKind::kFfnIn, stile::OpKind::kGelu, stile::OpKind::kFfnOut}) {
     CHECK(times[k] > 0.0);  // each operator class ran and was timed (the ibert preset's GELU is unfused)
   }
 }
@@ -187,7 +188,8 @@ TEST_CASE("default model: every preset's sentence embeddings against fp32's") {
   const std::vector<std::pair<std::string, double>> floors{{"fp16", 0.9999}, {"int8", 0.98}, {"ibert", 0.97}};
   for (const auto& [name, floor] : floors) {
     DYNAMIC_SECTION(name) {
-      const stile::SentenceEncoder enc = stile::SentenceEncoder::load(stile_test::model_dir(), stile::precision_preset(name));
+      const stile::SentenceEncoder enc =
+          stile::SentenceEncoder::load(stile_test::model_dir(), stile::precision_preset(name));
       const auto got = enc.embed_batch(sentences);
       for (std::size_t i = 0; i < sentences.size(); ++i) {
         double dot = 0;

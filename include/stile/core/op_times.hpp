@@ -12,7 +12,7 @@ enum class OpKind : std::uint8_t { kEmbedding, kQkv, kAttention, kAttnOut, kLaye
 inline constexpr std::size_t kOpKinds = static_cast<std::size_t>(OpKind::kCount);
 
 inline const char* to_string(OpKind k) {
-  constexpr std::array<const char*, kOpKinds> names{"embedding", "qkv",     "attention", "attn_out",
+  constexpr std::array<const char*, kOpKinds> names{"embedding", "qkv",    "attention", "attn_out",
                                                     "layernorm", "ffn_in", "gelu",      "ffn_out"};
   return names[static_cast<std::size_t>(k)];
 }

@@ -197,7 +197,7 @@ struct GemmDriver {
     if (finish && bias) std::memcpy(tile_bias, bias, nr * sizeof(float));
     WithRows<MR>(mr, [&](auto rows) {
       MicroKernel<rows, Shape, Epi, kInPlace>(kc, a, g.lda, b, ldb, tile_c, NR, accumulate, finish, tile_bias,
-                                    res ? tile_res : nullptr, NR);
+                                              res ? tile_res : nullptr, NR);
     });
     for (std::size_t r = 0; r < mr; ++r) std::memcpy(c + r * g.ldc, tile_c + r * NR, nr * sizeof(float));
   }

@@ -93,9 +93,9 @@ struct BertWeights {
   }
 
   static BertWeights from(BertConfig config, SafetensorsFile file, const ModelPrecision& precision = {}) {
-    require(precision.layers.empty() || precision.layers.size() == config.num_layers,
-            concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers,
-                   " layers"));
+    require(
+        precision.layers.empty() || precision.layers.size() == config.num_layers,
+        concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers, " layers"));
     BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, precision};
     const BertConfig& c = w.config;
     const std::size_t d = c.hidden, ff = c.intermediate;

@@ -49,7 +49,7 @@ struct LayerPrecision {
 // The precision of a whole model: one LayerPrecision per encoder layer, the embedding LayerNorm's
 // format, and the int8 weight scheme.
 struct ModelPrecision {
-  std::string name = "fp32";  // the preset it came from, or "custom"
+  std::string name = "fp32";           // the preset it came from, or "custom"
   std::vector<LayerPrecision> layers;  // empty: every layer as `uniform`
   LayerPrecision uniform;
   NormFormat embedding_layer_norm = NormFormat::kF32;
