@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstddef>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "stile/core/op_times.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/ops/precision.hpp"
 #include "support/default_model.hpp"
@@ -65,13 +67,7 @@ double min_row_cosine(const std::vector<float>& a, const std::vector<float>& b, 
   REQUIRE(a.size() == b.size());
   double worst = 1.0;
   for (std::size_t r = 0; r * d < a.size(); ++r) {
-    double ab = 0, aa = 0, bb = 0;
-    for (std::size_t i = r * d; i < (r + 1) * d; ++i) {
-      ab += double(a[i]) * b[i];
-      aa += double(a[i]) * a[i];
-      bb += double(b[i]) * b[i];
-    }
-    worst = std::min(worst, ab / std::sqrt(aa * bb));
+    worst = std::min(worst, stile::cosine_similarity(std::span(a).subspan(r * d, d), std::span(b).subspan(r * d, d)));
   }
   return worst;
 }

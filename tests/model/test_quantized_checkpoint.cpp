@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "stile/io/safetensors_writer.hpp"
 #include "stile/kernels/int8_gemm.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/model/quantized_checkpoint.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/ops/precision.hpp"
@@ -98,13 +100,8 @@ double min_row_cosine(const std::vector<float>& a, const std::vector<float>& b) 
   REQUIRE(a.size() == b.size());
   double worst = 1.0;
   for (std::size_t r = 0; r * kHidden < a.size(); ++r) {
-    double ab = 0, aa = 0, bb = 0;
-    for (std::size_t i = r * kHidden; i < (r + 1) * kHidden; ++i) {
-      ab += double(a[i]) * b[i];
-      aa += double(a[i]) * a[i];
-      bb += double(b[i]) * b[i];
-    }
-    worst = std::min(worst, ab / std::sqrt(aa * bb));
+    worst = std::min(worst, stile::cosine_similarity(std::span(a).subspan(r * kHidden, kHidden),
+                                                     std::span(b).subspan(r * kHidden, kHidden)));
   }
   return worst;
 }
