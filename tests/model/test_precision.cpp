@@ -22,6 +22,7 @@
 #include "support/random_bert.hpp"
 #include "support/rng.hpp"
 #include "support/temp_dir.hpp"
+#include "support/token_rows.hpp"
 
 namespace fs = std::filesystem;
 
@@ -45,15 +46,7 @@ const fs::path& tiny_model() {
   return dir.path;
 }
 
-stile::Encoding tokens(std::size_t n, std::size_t salt) {
-  stile::Encoding e;
-  for (std::size_t i = 0; i < n; ++i) {
-    e.input_ids.push_back(static_cast<std::int32_t>((i * 7 + salt * 13) % 60));
-    e.token_type_ids.push_back(0);
-    e.attention_mask.push_back(1);
-  }
-  return e;
-}
+stile::Encoding tokens(std::size_t n, std::size_t salt) { return stile_test::spread_tokens(n, salt, 60); }
 
 std::vector<float> encode(const stile::BertModel& m) {
   const std::vector<stile::Encoding> batch{tokens(9, 1), tokens(23, 2), tokens(1, 3)};
@@ -124,7 +117,6 @@ TEST_CASE("a precision per layer: all-fp32 layers are the fp32 model, one int8 l
   // Layer 1's FFN2 alone in int8, its softmax integer: the output moves a little, and the same
   // per-layer choice gives the same result again (the choice is honoured per layer, not globally).
   stile::ModelPrecision mixed;
-  mixed.name = "custom";
   mixed.layers.assign(kLayers, stile::LayerPrecision{});
   mixed.layers[1].linear[static_cast<std::size_t>(stile::LinearOp::kFfnOut)] = stile::LinearFormat::kInt8;
   mixed.layers[1].ops.softmax = stile::SoftmaxFormat::kInteger;

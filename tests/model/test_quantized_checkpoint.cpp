@@ -31,6 +31,7 @@
 #include "support/random_bert.hpp"
 #include "support/rng.hpp"
 #include "support/temp_dir.hpp"
+#include "support/token_rows.hpp"
 
 namespace fs = std::filesystem;
 
@@ -78,15 +79,7 @@ const fs::path& converted(const std::string& kind) {
   return made[kind] = out;
 }
 
-stile::Encoding tokens(std::size_t n, std::size_t salt) {
-  stile::Encoding e;
-  for (std::size_t i = 0; i < n; ++i) {
-    e.input_ids.push_back(static_cast<std::int32_t>((i * 7 + salt * 13) % 60));
-    e.token_type_ids.push_back(0);
-    e.attention_mask.push_back(1);
-  }
-  return e;
-}
+stile::Encoding tokens(std::size_t n, std::size_t salt) { return stile_test::spread_tokens(n, salt, 60); }
 
 std::vector<float> encode(const fs::path& dir, const stile::ModelPrecision& precision) {
   const stile::BertModel m = stile::BertModel::load(dir, precision);

@@ -35,24 +35,16 @@ PackedWeightsF16 pack_weights_f16(const DenseF32& w, std::string_view tensor_nam
   require(w.data != nullptr || w.rows() == 0 || w.cols() == 0, "pack_weights_f16: no weights");
   require(w.ld >= w.cols(), "pack_weights_f16: ld < cols");
   const std::size_t nr = gemm_panel_width<Tiles>();
-  const std::size_t panels = (w.rows() + nr - 1) / nr, K = w.cols();
+  const std::size_t K = w.cols();
   PackedWeightsF16 out;
-  out.storage.resize(panels * K * nr);
-  out.storage.zero();
-  for (std::size_t n = 0; n < w.rows(); ++n) {
-    const float* row = w.data + n * w.ld;
-    std::uint16_t* panel = out.storage.data() + (n / nr) * K * nr + n % nr;
-    for (std::size_t k = 0; k < K; ++k) {
-      const float x = row[k];
-      if (!(x <= kHalfMax && x >= -kHalfMax)) {  // also NaN
-        throw Error(
-            "stile: fp16 weights: " + (tensor_name.empty() ? std::string("a tensor") : std::string(tensor_name)) +
-            " has " + std::to_string(x) + " at row " + std::to_string(n) + ", column " + std::to_string(k) +
-            ", which fp16 cannot hold (|w| <= 65504, not NaN): keep this tensor in fp32");
-      }
-      panel[k * nr] = float_to_half(x);
+  pack_panels(w, nr, out.storage, [&](float x, std::size_t n, std::size_t k) {
+    if (!(x <= kHalfMax && x >= -kHalfMax)) {  // also NaN
+      throw Error("stile: fp16 weights: " + (tensor_name.empty() ? std::string("a tensor") : std::string(tensor_name)) +
+                  " has " + std::to_string(x) + " at row " + std::to_string(n) + ", column " + std::to_string(k) +
+                  ", which fp16 cannot hold (|w| <= 65504, not NaN): keep this tensor in fp32");
     }
-  }
+    return float_to_half(x);
+  });
   out.view = PackedF16{out.storage.data(), w.rows(), K, nr};
   return out;
 }

@@ -22,6 +22,7 @@
 #include "stile/kernels/activation-inl.h"
 #include "stile/kernels/epilogue.hpp"
 #include "stile/kernels/gemm_args.hpp"
+#include "stile/kernels/gemm_split.hpp"
 #include "stile/kernels/pack-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -268,22 +269,8 @@ struct GemmDriver {
   static void Run(const Args& g) {
     const std::size_t M = g.M, N = g.W->rows();
     const bool in_place = Epi::has_residual && g.epi.residual == g.C;
-    ThreadPool& pool = *g.pool;
-    const std::size_t threads = pool.num_threads();
-    // Split N first: column chunks never duplicate work (each decodes only its own panels of W).
-    // Several chunks per thread let a thread that was descheduled catch up. Split M only when N
-    // has too few panels to go round.
-    const std::size_t n_panels = (N + NR - 1) / NR;
-    const std::size_t n_chunks = std::min(n_panels, threads == 1 ? 1 : 4 * threads);
-    const std::size_t m_blocks = (M + MR - 1) / MR;
-    const std::size_t m_chunks = std::min(m_blocks, std::max<std::size_t>(1, threads / n_chunks));
-    pool.run(n_chunks * m_chunks, [&](std::size_t task, std::size_t) {
-      const std::size_t ni = task % n_chunks, mi = task / n_chunks;
-      const std::size_t n0 = std::min(N, ni * n_panels / n_chunks * NR);
-      const std::size_t n1 = std::min(N, (ni + 1) * n_panels / n_chunks * NR);
-      const std::size_t m0 = std::min(M, mi * m_blocks / m_chunks * MR);
-      const std::size_t m1 = std::min(M, (mi + 1) * m_blocks / m_chunks * MR);
-      if (n0 < n1 && m0 < m1) Block(g, m0, m1, n0, n1, in_place);
+    detail::run_gemm_blocks(*g.pool, M, N, MR, NR, [&](std::size_t m0, std::size_t m1, std::size_t n0, std::size_t n1) {
+      Block(g, m0, m1, n0, n1, in_place);
     });
   }
 };

@@ -99,19 +99,26 @@ struct PackedWeights {
   std::size_t bytes() const noexcept { return storage.size() * sizeof(float); }
 };
 
+// The panel layout of PackedF32 (and PackedF16) for panel width nr, in `storage` (resized to
+// whole panels, padding zeroed): storage[(n / nr) * K * nr + k * nr + n % nr] = convert(W[n][k], n, k).
+template <class T, class Convert>
+void pack_panels(const DenseF32& w, std::size_t nr, AlignedBuffer<T>& storage, const Convert& convert) {
+  const std::size_t panels = (w.rows() + nr - 1) / nr, K = w.cols();
+  storage.resize(panels * K * nr);
+  storage.zero();
+  for (std::size_t n = 0; n < w.rows(); ++n) {
+    const float* row = w.data + n * w.ld;
+    T* panel = storage.data() + (n / nr) * K * nr + n % nr;
+    for (std::size_t k = 0; k < K; ++k) panel[k * nr] = convert(row[k], n, k);
+  }
+}
+
 // Packs W [rows x cols] (row stride ld) once, for the panel width of the current target.
 template <class Tiles = DefaultTiles>
 PackedWeights pack_weights(const DenseF32& w) {
-  const std::size_t nr = gemm_panel_width<Tiles>();
-  const std::size_t panels = (w.rows() + nr - 1) / nr, K = w.cols();
+  const std::size_t nr = gemm_panel_width<Tiles>(), K = w.cols();
   PackedWeights out;
-  out.storage.resize(panels * K * nr);
-  out.storage.zero();
-  for (std::size_t n = 0; n < w.rows(); ++n) {
-    const float* row = w.data + n * w.ld;
-    float* panel = out.storage.data() + (n / nr) * K * nr + n % nr;
-    for (std::size_t k = 0; k < K; ++k) panel[k * nr] = row[k];
-  }
+  pack_panels(w, nr, out.storage, [](float x, std::size_t, std::size_t) { return x; });
   out.view = PackedF32{out.storage.data(), w.rows(), K, nr};
   return out;
 }

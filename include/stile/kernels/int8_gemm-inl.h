@@ -27,6 +27,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/kernels/activation-inl.h"
 #include "stile/kernels/epilogue.hpp"
+#include "stile/kernels/gemm_split.hpp"
 #include "stile/kernels/int8_gemm.hpp"
 
 #if HWY_ARCH_X86
@@ -636,20 +637,8 @@ struct Int8Driver {
       QuantizeActivationsOnTarget(M, g.A, g.lda, K, g.aq, qa, &pool);
       q = Rows{qa.data.data(), qa.ld, qa.scale.data(), qa.zero_point.data(), qa.row_sum.data()};
     }
-    // Split N first (each thread streams only its own panels of W); several chunks per thread so a
-    // descheduled thread's share is picked up; split M only when N has too few panels.
-    const std::size_t threads = pool.num_threads();
-    const std::size_t n_panels = (N + NR - 1) / NR;
-    const std::size_t n_chunks = std::min(n_panels, threads == 1 ? 1 : 4 * threads);
-    const std::size_t m_blocks = (M + MR - 1) / MR;
-    const std::size_t m_chunks = std::min(m_blocks, std::max<std::size_t>(1, threads / n_chunks));
-    pool.run(n_chunks * m_chunks, [&](std::size_t task, std::size_t) {
-      const std::size_t ni = task % n_chunks, mi = task / n_chunks;
-      const std::size_t n0 = std::min(N, ni * n_panels / n_chunks * NR);
-      const std::size_t n1 = std::min(N, (ni + 1) * n_panels / n_chunks * NR);
-      const std::size_t m0 = std::min(M, mi * m_blocks / m_chunks * MR);
-      const std::size_t m1 = std::min(M, (mi + 1) * m_blocks / m_chunks * MR);
-      if (n0 < n1 && m0 < m1) Block(g, q, m0, m1, n0, n1);
+    detail::run_gemm_blocks(pool, M, N, MR, NR, [&](std::size_t m0, std::size_t m1, std::size_t n0, std::size_t n1) {
+      Block(g, q, m0, m1, n0, n1);
     });
   }
 };

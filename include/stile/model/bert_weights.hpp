@@ -128,7 +128,7 @@ struct BertWeights {
       } catch (const Error& e) {
         const std::string_view what = e.what();
         if (what.starts_with(concat("stile: ", w.file.path(), ": "))) throw;
-        fail_in_file(w.file.path(), stored_linear_detail::without_prefix(what));
+        fail_in_file(w.file.path(), without_prefix(what));
       }
     };
     w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));

@@ -97,8 +97,8 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
   std::vector<std::uint16_t> halves(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) {
     if (!(std::abs(w[i]) <= kHalfMax)) {
-      throw Error(concat("stile: tensor '", name, "': weight [", i / cols, "][", i % cols,
-                         "] = ", stored_linear_detail::float_text(w[i]), " does not fit fp16"));
+      throw Error(concat("stile: tensor '", name, "': weight [", i / cols, "][", i % cols, "] = ", float_text(w[i]),
+                         " does not fit fp16"));
     }
     halves[i] = float_to_half(w[i]);
   }
@@ -203,7 +203,7 @@ inline QuantizedCheckpointReport write_quantized_checkpoint(const std::filesyste
   } catch (const Error& e) {
     const std::string_view what = e.what();
     if (what.starts_with(concat("stile: ", source.path(), ": "))) throw;
-    fail_in_file(source.path(), stored_linear_detail::without_prefix(what));
+    fail_in_file(source.path(), without_prefix(what));
   }
   std::map<std::string, std::string> metadata = source.metadata();
   metadata["format"] = "pt";

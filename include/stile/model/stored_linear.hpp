@@ -79,19 +79,6 @@ inline std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-inline std::string float_text(float v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
-  return buf;
-}
-
-// The message of a stile::Error without its "stile: " prefix (to re-throw it naming the file).
-inline std::string_view without_prefix(std::string_view what) {
-  return what.starts_with("stile: ") ? what.substr(7) : what;
-}
-
 inline const TensorInfo& companion(const SafetensorsFile& f, const std::string& weight, std::string_view suffix,
                                    DType dtype) {
   const std::string name = concat(weight, suffix);

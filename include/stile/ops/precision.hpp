@@ -49,7 +49,6 @@ struct LayerPrecision {
 // The precision of a whole model: one LayerPrecision per encoder layer, the embedding LayerNorm's
 // format, and the int8 weight scheme.
 struct ModelPrecision {
-  std::string name = "fp32";           // the preset it came from, or "custom"
   std::vector<LayerPrecision> layers;  // empty: every layer as `uniform`
   LayerPrecision uniform;
   NormFormat embedding_layer_norm = NormFormat::kF32;
@@ -89,7 +88,6 @@ inline constexpr std::array<std::string_view, 4> kPrecisionPresets{"fp32", "fp16
 // One of kPrecisionPresets; anything else is a stile::Error listing them.
 inline ModelPrecision precision_preset(std::string_view name) {
   ModelPrecision p;
-  p.name = std::string(name);
   LayerPrecision& u = p.uniform;
   if (name == "fp32") return p;
   if (name == "fp16") {

@@ -37,6 +37,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
+#include "stile/core/file_error.hpp"  // float_text
 
 namespace stile {
 
@@ -94,24 +95,12 @@ struct Int8Weights {
   }
 };
 
-namespace int8_detail {
-
-inline std::string fmt_float(float v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
-  return buf;
-}
-
-}  // namespace int8_detail
-
 // A usable scale: finite, positive and normal (a subnormal scale loses the precision of its
 // quotients and its reciprocal overflows). Throws naming the tensor, the index and the value.
 inline void validate_int8_scale(float scale, std::string_view tensor_name, std::size_t index) {
   if (!(std::isfinite(scale) && scale >= std::numeric_limits<float>::min())) {
     throw Error("stile: int8 weights '" + std::string(tensor_name) + "': scale[" + std::to_string(index) +
-                "] = " + int8_detail::fmt_float(scale) + " (must be finite, positive and normal)");
+                "] = " + float_text(scale) + " (must be finite, positive and normal)");
   }
 }
 
@@ -145,6 +134,17 @@ inline void validate(const Int8Matrix& w, std::string_view tensor_name) {
   }
 }
 
+// Zeroed storage for `panels` panels of nr outputs by Kp (padded) inputs: the packed bytes, and
+// a scale and a column sum per output (padding outputs keep 0).
+inline Int8Weights zeroed_int8_weights(std::size_t panels, std::size_t Kp, std::size_t nr) {
+  Int8Weights out;
+  out.packed.resize(panels * Kp * nr);
+  out.packed.zero();
+  out.scales.assign(panels * nr, 0.0f);
+  out.col_sums.assign(panels * nr, 0);
+  return out;
+}
+
 // Quantizes W [N x K] (row stride ld >= K) with `scheme` and packs it for `packing` (the target's:
 // kernels/int8_gemm.hpp has the overload that asks the CPU). A non-finite weight, or one whose
 // scale would be unusable, throws naming the tensor. An all-zero row (or tensor) gets scale 1.
@@ -157,11 +157,7 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
           "quantize_int8: '" + name + "': bad packing");
   const std::int32_t qmax = packing.weight_max;
   const std::size_t nr = packing.nr, Kp = int8_padded_k(K), panels = (N + nr - 1) / nr;
-  Int8Weights out;
-  out.packed.resize(panels * Kp * nr);
-  out.packed.zero();
-  out.scales.assign(panels * nr, 0.0f);
-  out.col_sums.assign(panels * nr, 0);
+  Int8Weights out = zeroed_int8_weights(panels, Kp, nr);
 
   // The stored value of one weight; `q` rounds half to even (nearbyint), as the kernels do.
   float tensor_scale = 1.0f, tensor_inv = 1.0f;
@@ -173,7 +169,7 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
         const float x = w[n * ld + k];
         if (!std::isfinite(x)) {
           throw Error("stile: quantize_int8: '" + name + "': weight [" + std::to_string(n) + "][" + std::to_string(k) +
-                      "] = " + int8_detail::fmt_float(x));
+                      "] = " + float_text(x));
         }
         mn = std::min(mn, x);
         mx = std::max(mx, x);
@@ -198,7 +194,7 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
       for (std::size_t k = 0; k < K; ++k) {
         if (!std::isfinite(row[k])) {
           throw Error("stile: quantize_int8: '" + name + "': weight [" + std::to_string(n) + "][" + std::to_string(k) +
-                      "] = " + int8_detail::fmt_float(row[k]));
+                      "] = " + float_text(row[k]));
         }
         amax = std::max(amax, std::abs(row[k]));
       }
@@ -238,11 +234,7 @@ inline Int8Weights pack_int8(const std::int8_t* stored, std::size_t N, std::size
   require(packing.nr > 0 && (packing.weight_max == 127 || packing.weight_max == 63),
           "pack_int8: '" + name + "': bad packing");
   const std::size_t nr = packing.nr, Kp = int8_padded_k(K), panels = (N + nr - 1) / nr;
-  Int8Weights out;
-  out.packed.resize(panels * Kp * nr);
-  out.packed.zero();
-  out.scales.assign(panels * nr, 0.0f);
-  out.col_sums.assign(panels * nr, 0);
+  Int8Weights out = zeroed_int8_weights(panels, Kp, nr);
   for (std::size_t n = 0; n < N; ++n) {
     out.scales[n] = scales[n];
     std::int8_t* panel = out.packed.data() + (n / nr) * Kp * nr;
