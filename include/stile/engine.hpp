@@ -139,6 +139,9 @@ class Engine {
   std::size_t word_cache_held_bytes() const;
   // The word rows a request of these tokens would read now (its distinct tokens not cached).
   std::size_t word_rows_to_read(const Encoding& tokens) const;
+  // The read requests those rows take (rows near each other in the file share one): what the
+  // request is planned for.
+  std::size_t word_row_reads(const Encoding& tokens) const;
   std::vector<ShardKey> preloaded() const;
   std::size_t preload_held_bytes() const;
   // Bytes held for good besides the two buffers: the store's metadata (manifest, dictionaries, row

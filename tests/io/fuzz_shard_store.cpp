@@ -9,7 +9,9 @@
 //    ShardView::parse), and everything it holds is read;
 //  * anything else is a manifest alone, validated against a well-formed header that places it at
 //    byte 1 MiB of a file ending with it (parse_manifest, no checksum in the way).
-// Seeds: tests/io/fuzz_seeds_store/ (written by test_shard_store "[make-fuzz-seeds]").
+// Seeds: tests/io/fuzz_seeds_store/ (written by test_shard_store "[make-fuzz-seeds]"; the format
+// version 2 store with a low-rank word table, tiny_lowrank*, by test_lowrank_embeddings
+// "[make-fuzz-seeds]"). Word rows are read, so a low-rank table's token map, U rows and V are too.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +67,8 @@ void read_everything(const stile::ShardStore& store) {
   } catch (const stile::Error&) {
   }
   (void)store.resident_bytes();
+  (void)store.word_table_bytes();
+  (void)store.max_word_row_bytes();
 }
 
 void fuzz_store(std::span<const std::byte> bytes, bool verify_checksums) {
@@ -95,7 +99,7 @@ void fuzz_manifest(std::string_view text) {
       }
     }
     // What the writer would write for it parses back the same.
-    const std::string again = stile::shard_store_detail::manifest_json(m).dump();
+    const std::string again = stile::shard_store_detail::manifest_json(m, header.version).dump();
     stile::ShardStoreHeader h2 = header;
     h2.manifest_size = again.size();
     h2.file_size = h2.manifest_offset + again.size();
