@@ -8,7 +8,11 @@
 // checkpoint's table in the fp32 model: the layers are exact, so only the embeddings differ.
 //
 //   eval_embeddings --heads STORE.heads.json [--budgets 0.5,0.25,0.125,0.0625] [--codec int8]
-//                   [--clusters 512,4096,12288] [--out FILE.json]
+//                   [--clusters 512,4096,12288] [--weight-powers 1,0.5,0.25,0] [--calibration 500]
+//                   [--out FILE.json]
+// Each budget's table is what calibrate/lowrank_search.hpp picks: the weight power p whose table
+// gives the best mean cosine on --calibration train.tsv rows (the seeded split's calibration
+// part); --calibration 0 reports every p on dev instead (for inspection, not for choosing).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/calibrate/lowrank_search.hpp"
 #include "stile/calibrate/sst2.hpp"
 #include "stile/calibrate/token_counts.hpp"
 #include "stile/core/progress_bar.hpp"
@@ -63,6 +68,8 @@ int main(int argc, char** argv) {
   std::vector<double> budgets{0.5, 0.25, 0.125, 0.0625};
   std::vector<std::size_t> clusters{512, 4096, 12288};
   std::string codec = "int8";
+  std::vector<double> powers{1.0, 0.5, 0.25, 0.0};
+  std::size_t calibration = 500;
   std::size_t threads = 0, limit = 0;
   stile_cli::Parser cli("eval_embeddings", "[options]",
                         "Clustered low-rank word embeddings on the default model: parameters, bytes, sentence-"
@@ -75,6 +82,11 @@ int main(int argc, char** argv) {
   cli.flag("--budgets", "LIST", "stored bytes as fractions of the dense fp32 table", budgets);
   cli.flag("--clusters", "LIST", "cluster boundaries in frequency order (cluster 0 stays full)", clusters);
   cli.flag("--codec", "C", "U rows: int8 or f32", codec).one_of({"int8", "f32"});
+  cli.flag("--weight-powers", "LIST", "token weights (count + 1)^p tried by the search (docs/format.md)", powers);
+  cli.flag("--calibration", "N",
+           "pick p by sentence cosine on the first N calibration rows of train.tsv's seeded split (0: no search, "
+           "one table per p, each reported on dev)",
+           calibration);
   cli.flag("--limit", "N", "only the first N dev sentences (0: all)", limit);
   cli.threads(threads);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
@@ -91,7 +103,6 @@ int main(int argc, char** argv) {
     const std::vector<std::vector<float>> ref = embed_all(reference, dev.sentences, pool, "dense reference");
     const stile::BertConfig& c = reference.model().config();
     const std::size_t rows = c.vocab_size, d = c.hidden;
-    const std::vector<double> counts = stile::token_counts(reference.tokenizer(), rows, sst2_dir / "train.tsv");
     const std::span<const float> dense = reference.model().weights().word_embeddings;
 
     const stile::LinearHead* head = nullptr;
@@ -106,13 +117,22 @@ int main(int argc, char** argv) {
     std::size_t ref_correct = 0;
     for (std::size_t i = 0; head != nullptr && i < ref.size(); ++i) ref_correct += head->predict(ref[i]) == dev.labels[i];
 
+    // The calibration sentences: train.tsv rows of the seeded split's calibration part (never
+    // dev), kept out of the token counts, which are taken on the other train.tsv rows.
+    const stile::LowRankCorpus corpus =
+        stile::split_lowrank_corpus(stile::read_glue_tsv(sst2_dir / "train.tsv"), calibration);
+    const std::vector<std::string>& calib = corpus.calibration;
+    const std::vector<double> counts = stile::token_counts(reference.tokenizer(), rows, corpus.counted);
     const double dense_bytes = 4.0 * double(rows) * double(d);
-    fmt::print("\nSST-2 dev, {} sentences; token counts on train.tsv; head: {}; U rows {}; clusters {}\n",
-               dev.size(), head ? fmt::format("\"{}\" of {}", head_key, heads_path.string()) : std::string("none"),
+    fmt::print("\nSST-2 dev, {} sentences; token counts on train.tsv (less the calibration rows); {}; head: {}; U rows {}; clusters {}\n",
+               dev.size(),
+               calibration ? fmt::format("weight power p of {} picked on {} calibration rows of train.tsv",
+                                         fmt::join(powers, ","), calib.size())
+                           : std::string("every p run"), head ? fmt::format("\"{}\" of {}", head_key, heads_path.string()) : std::string("none"),
                codec, fmt::join(clusters, ","));
-    fmt::print("{:>7} | {:>10} {:>9} {:>6} | {:>22} | {:>11} {:>10} | {:>8} {:>8}\n", "budget", "params", "MB",
+    fmt::print("{:>10} | {:>10} {:>9} {:>6} | {:>22} | {:>11} {:>10} | {:>8} {:>8}\n", "budget^p", "params", "MB",
                "ratio", "ranks", "cosine mean", "cosine min", "accuracy", "vs dense");
-    fmt::print("{:>7} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>8}\n", "dense",
+    fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>8}\n", "dense",
                rows * d, dense_bytes / 1e6, 1.0, "-", 1.0, 1.0,
                head ? 100.0 * double(ref_correct) / double(ref.size()) : 0.0, "-");
     nlohmann::json out = {{"sentences", dev.size()},
@@ -121,13 +141,36 @@ int main(int argc, char** argv) {
                           {"clusters", clusters},
                           {"dense", {{"params", rows * d}, {"bytes", dense_bytes}, {"correct", ref_correct}}},
                           {"results", nlohmann::json::array()}};
+    struct Run {
+      double budget, power;
+    };
+    std::vector<Run> runs;
     for (const double budget : budgets) {
+      if (calibration != 0) {
+        runs.push_back({budget, -1.0});
+      } else {
+        for (const double p : powers) runs.push_back({budget, p});
+      }
+    }
+    for (const Run& run : runs) {
+      const double budget = run.budget;
       stile::quant::LowRankOptions lr;
       lr.budget = budget;
       lr.cluster_ends = clusters;
       lr.codec = *stile::quant::parse_word_row_codec(codec);
       const auto start = std::chrono::steady_clock::now();
-      const stile::quant::LowRankWordTable table = stile::quant::factorize_word_table(dense, rows, d, counts, lr);
+      double power = run.power, calib_cosine = 0;
+      stile::quant::LowRankWordTable table;
+      if (run.power < 0) {
+        stile::LowRankSearchResult found =
+            stile::search_lowrank_table(reference, model_dir, counts, calib, lr, powers, &pool);
+        table = std::move(found.table);
+        power = found.weight_power;
+        calib_cosine = found.calibration_cosine;
+      } else {
+        lr.weight_power = power;
+        table = stile::quant::factorize_word_table(dense, rows, d, counts, lr);
+      }
       const double factor_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const std::vector<float> rec = table.reconstruct();
       stile::BertWeights w = stile::BertWeights::load(model_dir);
@@ -147,10 +190,13 @@ int main(int argc, char** argv) {
       for (std::size_t i = 1; i < table.clusters.size(); ++i) ranks.push_back(table.clusters[i].rank);
       const double bytes = double(table.bytes());
       const double acc = double(correct) / double(emb.size()), ref_acc = double(ref_correct) / double(emb.size());
-      fmt::print("{:>7} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>+8.2f}\n", budget,
+      fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>+8.2f}\n",
+                 fmt::format("{}^{}", budget, power),
                  table.params(), bytes / 1e6, dense_bytes / bytes, fmt::format("{}", fmt::join(ranks, ",")), mean,
                  least, head ? 100 * acc : 0.0, head ? 100 * (acc - ref_acc) : 0.0);
       out["results"].push_back({{"budget", budget},
+                                {"weight_power", power},
+                                {"calibration_cosine", calib_cosine},
                                 {"params", table.params()},
                                 {"bytes", table.bytes()},
                                 {"bytes_ratio", dense_bytes / bytes},
@@ -159,7 +205,7 @@ int main(int argc, char** argv) {
                                 {"cosine_mean", mean},
                                 {"cosine_min", least},
                                 {"correct", correct},
-                                {"factorize_seconds", factor_s}});
+                                {"search_seconds", factor_s}});
     }
     if (!out_path.empty()) std::ofstream(out_path) << out.dump(1) << "\n";
   } catch (const std::exception& e) {

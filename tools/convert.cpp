@@ -26,6 +26,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/quantized_checkpoint.hpp"
+#include "stile/calibrate/lowrank_search.hpp"
 #include "stile/calibrate/token_counts.hpp"
 #include "stile/quant/lowrank_factorize.hpp"
 #include "stile/store/shard_converter.hpp"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   double embedding_budget = 0.25;
   std::vector<std::size_t> embedding_clusters{512, 4096, 12288};
   std::filesystem::path embedding_corpus = STILE_SST2_DIR "/train.tsv";
+  std::size_t embedding_calibration = 500;
   stile_cli::Parser cli(
       "convert", "[options] [MODEL_DIR] OUT   |   convert --checkpoint fp16|int8 [--int8-scheme S] [MODEL_DIR] OUT_DIR",
       "Two modes. By default, converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; "
@@ -85,8 +87,14 @@ int main(int argc, char** argv) {
   cli.flag("--embedding-clusters", "LIST",
            "lowrank: cluster boundaries in frequency order (cluster 0, the first tokens, stays full)",
            embedding_clusters);
-  cli.flag("--embedding-corpus", "TSV", "lowrank: the GLUE TSV whose token counts order the clusters",
+  cli.flag("--embedding-corpus", "TSV",
+           "lowrank: the GLUE TSV (SST-2 train.tsv) whose token counts order the clusters, and whose seeded "
+           "calibration rows pick the token weighting",
            embedding_corpus);
+  cli.flag("--embedding-calibration", "N",
+           "lowrank: calibration sentences the search compares sentence embeddings on (0: no search, weights = "
+           "token counts)",
+           embedding_calibration);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (!int8_scheme.empty() && checkpoint != "int8") cli.fail("--int8-scheme needs --checkpoint int8");
   if (positional.empty() || positional.size() > 2) cli.fail("give the output path (and optionally MODEL_DIR first)");
@@ -116,9 +124,24 @@ int main(int argc, char** argv) {
       lr.cluster_ends = embedding_clusters;
       lr.codec = *stile::quant::parse_word_row_codec(embedding_codec);
       options.word_table = [&, lr](std::span<const float> table, std::size_t rows, std::size_t d) {
-        const stile::WordPieceTokenizer tokenizer = stile::WordPieceTokenizer::load(model_dir / "vocab.txt");
-        const std::vector<double> counts = stile::token_counts(tokenizer, rows, embedding_corpus);
-        return stile::quant::factorize_word_table(table, rows, d, counts, lr);
+        if (embedding_calibration == 0) {
+          const stile::WordPieceTokenizer tokenizer = stile::WordPieceTokenizer::load(model_dir / "vocab.txt");
+          const std::vector<double> counts = stile::token_counts(tokenizer, rows, embedding_corpus);
+          return stile::quant::factorize_word_table(table, rows, d, counts, lr);
+        }
+        // The search against sentence-embedding fidelity (calibrate/lowrank_search.hpp) on the
+        // calibration rows of the corpus's seeded split, with the model's own tokenizer.
+        const stile::SentenceEncoder dense = stile::SentenceEncoder::load(model_dir);
+        const stile::LowRankCorpus corpus =
+            stile::split_lowrank_corpus(stile::read_glue_tsv(embedding_corpus), embedding_calibration);
+        const std::vector<double> counts = stile::token_counts(dense.tokenizer(), rows, corpus.counted);
+        const std::vector<std::string>& calibration = corpus.calibration;
+        stile::LowRankSearchResult found = stile::search_lowrank_table(dense, model_dir, counts, calibration, lr);
+        for (const auto& [p, cosine] : found.tried) {
+          fmt::print("embedding search: weight power {}: mean cosine {:.6f} on {} calibration sentences{}\n", p,
+                     cosine, calibration.size(), p == found.weight_power ? " (kept)" : "");
+        }
+        return std::move(found.table);
       };
     }
     stile::ProgressBar bar("converting");

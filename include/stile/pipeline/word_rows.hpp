@@ -36,9 +36,10 @@ struct WordRowRead {
 };
 
 // The reads for the rows of `ids` (distinct, each a row of the store), with the backend's
-// alignment `alignment` (1: none).
+// alignment `alignment` (1: none). merge = false: one read per row (stile before issue 21; for
+// comparisons).
 inline std::vector<WordRowRead> plan_word_row_reads(const ShardStore& store, std::size_t alignment,
-                                                    std::span<const std::int32_t> ids) {
+                                                    std::span<const std::int32_t> ids, bool merge = true) {
   const std::uint64_t a = std::max<std::size_t>(alignment, 1);
   std::vector<std::pair<std::uint64_t, std::int32_t>> by_offset;
   by_offset.reserve(ids.size());
@@ -49,7 +50,7 @@ inline std::vector<WordRowRead> plan_word_row_reads(const ShardStore& store, std
   for (const auto& [offset, id] : by_offset) {
     const std::uint64_t start = offset / a * a;
     const std::uint64_t stop = (offset + store.word_row_extent(static_cast<std::size_t>(id)).size + a - 1) / a * a;
-    if (!reads.empty() && start <= end + kWordRowMergeGap) {
+    if (merge && !reads.empty() && start <= end + kWordRowMergeGap) {
       end = std::max(end, stop);
       reads.back().size = static_cast<std::size_t>(end - reads.back().offset);
       reads.back().ids.push_back(id);
@@ -66,8 +67,10 @@ class WordRowReader {
   using Buffer = AlignedBuffer<std::byte, 4096>;
 
   // Keeps references to store and backend, which must outlive it.
-  WordRowReader(const ShardStore& store, ReadBackend& backend, std::size_t cache_budget_bytes)
+  // merge_reads = false: one read per row (for comparisons).
+  WordRowReader(const ShardStore& store, ReadBackend& backend, std::size_t cache_budget_bytes, bool merge_reads = true)
       : store_(store),
+        merge_(merge_reads),
         backend_(backend),
         cache_(cache_budget_bytes,
                [&store](std::int32_t id) { return store.word_row_extent(static_cast<std::size_t>(id)).size; }) {}
@@ -78,7 +81,7 @@ class WordRowReader {
   // The read requests a request of `ids` would issue now (its rows not held, merged).
   std::size_t reads_needed(std::span<const std::int32_t> ids) const {
     store_.check_word_ids(ids);
-    return plan_word_row_reads(store_, backend_.alignment(), cache_.missing_ids(ids)).size();
+    return plan_word_row_reads(store_, backend_.alignment(), cache_.missing_ids(ids), merge_).size();
   }
 
   // The word rows of `ids` into hidden ([ids.size() x hidden]); `scratch` receives the reads (the
@@ -104,7 +107,7 @@ class WordRowReader {
         held[q] = true;
       }
     }
-    const std::vector<WordRowRead> reads = plan_word_row_reads(store_, backend_.alignment(), missing);
+    const std::vector<WordRowRead> reads = plan_word_row_reads(store_, backend_.alignment(), missing, merge_);
     std::size_t bytes = 0;
     for (const WordRowRead& r : reads) bytes += r.size;
     scratch.resize(bytes);
@@ -148,6 +151,7 @@ class WordRowReader {
 
  private:
   const ShardStore& store_;
+  bool merge_;
   ReadBackend& backend_;
   WordRowCache cache_;
 };

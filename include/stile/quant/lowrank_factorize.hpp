@@ -8,8 +8,8 @@
 //      for the tools), ties and unseen tokens in vocabulary order, and cut into clusters at the
 //      given boundaries. Cluster 0, the most frequent tokens, stays full.
 //   2. Each other cluster i gets the best rank-r approximation of its rows under the frequency-
-//      weighted squared error sum_t w_t |x_t - x^_t|^2 (w_t = count_t + 1, so unseen tokens still
-//      count): V_i = the top r eigenvectors of the weighted Gram matrix G_i = sum_t w_t x_t x_t^T
+//      weighted squared error sum_t w_t |x_t - x^_t|^2 (w_t = (count_t + 1)^p, so unseen tokens
+//      still count; p = LowRankOptions::weight_power): V_i = the top r eigenvectors of the weighted Gram matrix G_i = sum_t w_t x_t x_t^T
 //      (d x d, Eigen's SelfAdjointEigenSolver), U_i = X_i V_i^T (each row projected exactly). The
 //      weighted error left at rank r is the sum of G_i's eigenvalues beyond r.
 //   3. The ranks: the simple search that replaces MCUBERT's NAS. Start every low-rank cluster at
@@ -19,6 +19,7 @@
 //      allocation of the continuous relaxation; it needs no model evaluation, and the tools
 //      measure the result on sentence embeddings (bench/eval_embeddings).
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -43,6 +44,10 @@ struct LowRankOptions {
   // the dense fp32 table's (4 rows d).
   double budget = 0.25;
   WordRowCodec codec = WordRowCodec::kInt8;  // the low-rank clusters' U rows; cluster 0 stays fp32
+  // Token t weighs (count_t + 1)^weight_power in the error: 1 follows the corpus, 0 treats every
+  // token alike; in between keeps rare tokens from being starved (their rows still come up in
+  // sentences the corpus did not see).
+  double weight_power = 1.0;
 };
 
 // Token ids by decreasing count, ties (and unseen tokens) in vocabulary order.
@@ -99,7 +104,7 @@ inline LowRankWordTable factorize_word_table(std::span<const float> table, std::
     const std::vector<std::int32_t>& tokens = out.clusters[i + 1].tokens;
     Mat x(static_cast<Eigen::Index>(tokens.size()), static_cast<Eigen::Index>(d));
     for (std::size_t t = 0; t < tokens.size(); ++t) {
-      const double w = std::sqrt(counts[std::size_t(tokens[t])] + 1.0);
+      const double w = std::sqrt(std::pow(counts[std::size_t(tokens[t])] + 1.0, options.weight_power));
       for (std::size_t j = 0; j < d; ++j) x(Eigen::Index(t), Eigen::Index(j)) = w * table[std::size_t(tokens[t]) * d + j];
     }
     const Mat gram = x.transpose() * x;
