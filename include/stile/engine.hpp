@@ -12,8 +12,9 @@
 //   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
 //
 // Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
-// position and token-type embeddings), the tokenizer's vocabulary, the preload buffer and the
-// word-row cache (pipeline/word_row_cache.hpp; each request is planned for the rows it still reads). During a
+// position and token-type embeddings; a low-rank word table's V matrices and token map), the
+// tokenizer's vocabulary, the preload buffer and the word-row cache (pipeline/word_row_cache.hpp,
+// rows as stored; each request is planned for the reads of the rows it still lacks). During a
 // request, also the working buffer: `slots` layers' compressed shards, the word rows read, the
 // activations and the layer's workspace (released after the request unless keep_working_buffer).
 //
