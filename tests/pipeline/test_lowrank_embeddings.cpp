@@ -458,3 +458,14 @@ TEST_CASE("write the low-rank fuzz seeds of fuzz_shard_store", "[.make-fuzz-seed
   std::fwrite(bytes.data() + h.manifest_offset, 1, static_cast<std::size_t>(h.manifest_size), m);
   std::fclose(m);
 }
+
+TEST_CASE("a version-1 store written before version 2 existed still opens and reads", "[lowrank]") {
+  // tests/io/fuzz_seeds_store/tiny.stile is committed from before this change.
+  const fs::path old = fs::path(STILE_TEST_DATA_DIR).parent_path().parent_path() / "io" / "fuzz_seeds_store" / "tiny.stile";
+  const stile::ShardStore store = stile::ShardStore::open(old);
+  CHECK(store.header().version == 1);
+  CHECK(!store.word_table_lowrank());
+  const std::vector<float> rows = all_rows(store);
+  CHECK(rows.size() == store.config().vocab_size * store.config().hidden);
+  CHECK(store.word_table_bytes() == rows.size() * sizeof(float));
+}
