@@ -118,10 +118,11 @@ inline LowRankWordTable factorize_word_table(std::span<const float> table, std::
   const double budget_bytes = options.budget * 4.0 * double(rows) * double(d);
   double used = double(c0.bytes(d));
   std::vector<std::size_t> rank(n_low, 1);
+  // One more rank in cluster i: a value more in each of its U rows (1 byte at int8, 4 at f32; the
+  // int8 row's scale is there at any rank) and a row more of V (d floats).
+  const double value_bytes = options.codec == WordRowCodec::kInt8 ? 1.0 : 4.0;
   auto step_bytes = [&](std::size_t i) {
-    return double(out.clusters[i + 1].tokens.size()) * double(word_row_bytes(options.codec, 1) -
-                                                              (options.codec == WordRowCodec::kInt8 ? 4 : 0)) +
-           4.0 * double(d);
+    return double(out.clusters[i + 1].tokens.size()) * value_bytes + 4.0 * double(d);
   };
   for (std::size_t i = 0; i < n_low; ++i) {
     used += double(out.clusters[i + 1].tokens.size() * word_row_bytes(options.codec, 1)) + 4.0 * double(d);
