@@ -132,9 +132,10 @@ int main(int argc, char** argv) {
                codec, fmt::join(clusters, ","));
     fmt::print("{:>10} | {:>10} {:>9} {:>6} | {:>22} | {:>11} {:>10} | {:>8} {:>8}\n", "budget^p", "params", "MB",
                "ratio", "ranks", "cosine mean", "cosine min", "accuracy", "vs dense");
-    fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>8}\n", "dense",
+    fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>8} {:>8}\n", "dense",
                rows * d, dense_bytes / 1e6, 1.0, "-", 1.0, 1.0,
-               head ? 100.0 * double(ref_correct) / double(ref.size()) : 0.0, "-");
+               head ? fmt::format("{:.2f}%", 100.0 * double(ref_correct) / double(ref.size())) : std::string("-"),
+               "-");
     nlohmann::json out = {{"sentences", dev.size()},
                           {"head", head_key},
                           {"codec", codec},
@@ -190,10 +191,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 1; i < table.clusters.size(); ++i) ranks.push_back(table.clusters[i].rank);
       const double bytes = double(table.bytes());
       const double acc = double(correct) / double(emb.size()), ref_acc = double(ref_correct) / double(emb.size());
-      fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>7.2f}% {:>+8.2f}\n",
-                 fmt::format("{}^{}", budget, power),
-                 table.params(), bytes / 1e6, dense_bytes / bytes, fmt::format("{}", fmt::join(ranks, ",")), mean,
-                 least, head ? 100 * acc : 0.0, head ? 100 * (acc - ref_acc) : 0.0);
+      fmt::print("{:>10} | {:>10} {:>9.2f} {:>6.2f} | {:>22} | {:>11.6f} {:>10.6f} | {:>8} {:>8}\n",
+                 fmt::format("{}^{}", budget, power), table.params(), bytes / 1e6, dense_bytes / bytes,
+                 fmt::format("{}", fmt::join(ranks, ",")), mean, least,
+                 head ? fmt::format("{:.2f}%", 100 * acc) : std::string("-"),
+                 head ? fmt::format("{:+.2f}", 100 * (acc - ref_acc)) : std::string("-"));
       out["results"].push_back({{"budget", budget},
                                 {"weight_power", power},
                                 {"calibration_cosine", calib_cosine},
