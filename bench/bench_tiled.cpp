@@ -11,7 +11,14 @@
 // (b) latency of the whole encoder tiled vs untiled at s = 128 and 512 with those tiles, and at
 //     s = 128 under a tight budget (a quarter of the untiled peak at s = 128), where tiles are small;
 // (c) latency of every n x m submodel (first n layers, m shards each) at s = 128: the table the
-//     compute planner reads.
+//     compute planner reads;
+// (d) MCUBERT's tiny-memory headline at s = 512: the smallest budget the tile chooser can meet
+//     (tiles of one token), the whole encoder run with its tiles, and the request's whole working
+//     memory: the hidden state x [s x d] fp32, the arena's measured peak (K and V of every token,
+//     the query, score and FFN tiles), the GEMM's decode panels (its per-thread packed B block,
+//     KC x NC floats, as allocated; KC x NR of it touched when the rows fit one MC block) and a
+//     word row's reconstruction scratch (u: at most d floats); latency tiled vs untiled. Also for
+//     the BERT-tiny shape (2 layers, d 128, 2 heads, d_ff 512; Gaussian weights made on the spot).
 // MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by tools/convert);
 // the BERT-base shape (12 layers, d 768, 12 heads, d_ff 3072) uses Gaussian weights made on the
 // spot and quantized in memory, which the output says.
@@ -168,7 +175,7 @@ struct Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string store_path, json_path, parts = "abc";
+  std::string store_path, json_path, parts = "abcd";
   unsigned bits = 4;
   std::size_t threads = 0;
   stile_cli::Parser cli("bench_tiled", "[options]",
@@ -178,7 +185,7 @@ int main(int argc, char** argv) {
            store_path);
   cli.bits("--bits", "B", "the shards' bitwidth", bits);
   cli.threads(threads, "compute threads (default: $STILE_NUM_THREADS, else one per core)");
-  cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c", parts);
+  cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c, d", parts);
   cli.flag("--json", "FILE", "write the results as JSON", json_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   stile::ThreadPool pool(threads == 0 ? stile::default_thread_pool().num_threads() : threads);
@@ -195,6 +202,7 @@ int main(int argc, char** argv) {
   }
   models.push_back(
       std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
+  models.push_back(std::make_unique<ModelShards>(random_model("BERT-tiny shape (random weights)", 2, 128, 2, 512, bits)));
 
   for (const auto& mp : models) {
     const ModelShards& m = *mp;
@@ -262,6 +270,48 @@ int main(int argc, char** argv) {
       }
     }
     out[m.name] = {{"memory", mem}, {"latency", lat}};
+    if (parts.find('d') != std::string::npos) {
+      const std::size_t s = 512;
+      const stile::LayerMemoryShape shape = memory_shape(s);
+      const std::size_t floor = stile::tiled_layer_peak_bytes(shape, {1, 1});  // tiles of one token
+      const stile::LayerTiles tiles = stile::choose_layer_tiles(floor, shape);
+      std::vector<float> x = inputs(s, d);
+      const std::vector<std::size_t> offsets = {0, s};
+      stile::Arena arena;
+      for (const auto& layer : m.layers) layer->run(m.config, x.data(), offsets, tiles, arena, pool);
+      // The GEMM driver's packed block per thread, as tiles.hpp sets it for AVX-512 (the bench
+      // machine's target; AVX2 and NEON: KC 256, NR 16: twice the block).
+      constexpr std::size_t kc = 128, nc = 1024, nr = 32;
+      const std::size_t x_bytes = s * d * sizeof(float), panels = pool.num_threads() * kc * nc * sizeof(float),
+                        touched = pool.num_threads() * kc * nr * sizeof(float), row = d * sizeof(float);
+      const std::size_t whole = x_bytes + arena.peak_bytes() + panels + row;
+      double untiled = 1e30, tiled = 1e30;
+      const std::size_t n = m.config.num_layers, all = m.config.num_heads;
+      for (int round = 0; round < 5; ++round) {
+        untiled = std::min(untiled, run.seconds(s, n, all, nullptr));
+        tiled = std::min(tiled, run.seconds(s, n, all, &tiles));
+      }
+      fmt::print(
+          "(d) s = {}: smallest budget the chooser meets {:.1f} KiB (tiles {}x{}); working memory (KiB): x {:.1f} + "
+          "arena peak {:.1f} + decode panels {:.1f} ({:.1f} touched) + row rebuild {:.1f} = {:.1f} ({:.1f} "
+          "without the panels' untouched part); untiled layer peak {:.1f}\n"
+          "    latency of the encoder: untiled {:.2f} ms, tiled {:.2f} ms ({:.3f}x)\n",
+          s, floor / 1024.0, tiles.query, tiles.tokens, x_bytes / 1024.0, arena.peak_bytes() / 1024.0,
+          panels / 1024.0, touched / 1024.0, row / 1024.0, whole / 1024.0,
+          (whole - panels + touched) / 1024.0, stile::untiled_layer_peak_bytes(shape) / 1024.0, untiled * 1e3,
+          tiled * 1e3, tiled / untiled);
+      out[m.name]["headline_s512"] = {{"floor_budget_bytes", floor},
+                                      {"tiles", {tiles.query, tiles.tokens}},
+                                      {"x_bytes", x_bytes},
+                                      {"arena_peak_bytes", arena.peak_bytes()},
+                                      {"panel_bytes", panels},
+                                      {"panel_touched_bytes", touched},
+                                      {"row_rebuild_bytes", row},
+                                      {"whole_bytes", whole},
+                                      {"untiled_layer_peak_bytes", stile::untiled_layer_peak_bytes(shape)},
+                                      {"untiled_ms", untiled * 1e3},
+                                      {"tiled_ms", tiled * 1e3}};
+    }
     if (&m != models.front().get() || parts.find('c') == std::string::npos) continue;
     // (c) The n x m grid (MiniLM only: it is the model the planner runs here).
     const std::size_t s = 128;

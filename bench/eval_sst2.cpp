@@ -50,6 +50,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/engine.hpp"
 #include "stile/pipeline/word_row_cache.hpp"
+#include "stile/pipeline/word_rows.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -109,10 +110,14 @@ struct Context {
 // as the engine fills it, so each request is planned for the rows it still reads.
 std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& m,
                                                 std::span<const stile::Encoding> requests, double target_ms) {
-  stile::WordRowCache cache(m.word_cache_bytes, c.store->config().hidden);
+  const stile::ShardStore& store = *c.store;
+  stile::WordRowCache cache(m.word_cache_bytes,
+                            [&store](std::int32_t id) { return store.word_row_extent(std::size_t(id)).size; });
   std::vector<stile::SubmodelPlan> plans;
   for (const stile::Encoding& e : requests) {
-    plans.push_back(m.plan(e, cache.missing(e.input_ids), target_ms));
+    // The engine's reads are O_DIRECT (4096-byte blocks); rows near each other share one.
+    const std::size_t reads = stile::plan_word_row_reads(store, 4096, cache.missing_ids(e.input_ids)).size();
+    plans.push_back(m.plan(e, reads, target_ms));
     cache.record(e.input_ids);
   }
   return plans;

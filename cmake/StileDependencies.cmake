@@ -84,3 +84,16 @@ function(stile_fix_xsimd)
     set_target_properties(xsimd PROPERTIES INTERFACE_LINK_LIBRARIES "${_libs}")
   endif()
 endfunction()
+
+# Eigen (Debian's libeigen3-dev, MPL-2.0), header-only: the offline factorization of the word
+# table (quant/lowrank_factorize.hpp) in the converter and the tools and tests that factorize.
+# Not part of stile_find_dependencies: the runtime, and so a host, never needs it.
+function(stile_find_eigen)
+  if(TARGET stile::eigen)
+    return()
+  endif()
+  find_path(STILE_EIGEN_INCLUDE_DIR Eigen/Dense PATH_SUFFIXES eigen3 REQUIRED)
+  add_library(stile::eigen INTERFACE IMPORTED GLOBAL)
+  set_target_properties(stile::eigen PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${STILE_EIGEN_INCLUDE_DIR}")
+endfunction()

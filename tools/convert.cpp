@@ -8,6 +8,8 @@
 //   convert ~/.cache/stile/all-MiniLM-L6-v2 minilm.stile
 //   convert --shards 6 --bits 2,4,6,32 MODEL_DIR out.stile
 //   convert --checkpoint int8 --int8-scheme per-channel MODEL_DIR minilm-int8/
+//   convert --embeddings lowrank --embedding-budget 0.25 MODEL_DIR out.stile   (docs/format.md,
+//       "Low-rank word embeddings": token frequencies counted on --embedding-corpus)
 //
 // Exit status: 0 ok, 1 runtime error (bad checkpoint, unwritable output), 2 usage error.
 #include <cstddef>
@@ -24,7 +26,11 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/quantized_checkpoint.hpp"
+#include "stile/calibrate/lowrank_search.hpp"
+#include "stile/calibrate/token_counts.hpp"
+#include "stile/quant/lowrank_factorize.hpp"
 #include "stile/store/shard_converter.hpp"
+#include "stile/text/wordpiece.hpp"
 
 namespace {
 
@@ -37,7 +43,11 @@ std::string human_bytes(double bytes) {
 
 int main(int argc, char** argv) {
   stile::ConvertOptions options;
-  std::string checkpoint, int8_scheme;
+  std::string checkpoint, int8_scheme, embeddings = "full", embedding_codec = "int8";
+  double embedding_budget = 0.25;
+  std::vector<std::size_t> embedding_clusters{512, 4096, 12288};
+  std::filesystem::path embedding_corpus = STILE_SST2_DIR "/train.tsv";
+  std::size_t embedding_calibration = 500;
   stile_cli::Parser cli(
       "convert", "[options] [MODEL_DIR] OUT   |   convert --checkpoint fp16|int8 [--int8-scheme S] [MODEL_DIR] OUT_DIR",
       "Two modes. By default, converts the BERT checkpoint in MODEL_DIR (config.json, model.safetensors, vocab.txt; "
@@ -64,6 +74,27 @@ int main(int argc, char** argv) {
   cli.flag("--int8-scheme", "S",
            "quantized-checkpoint mode, int8: per-channel (symmetric, default) or per-tensor (asymmetric)", int8_scheme)
       .one_of({"per-channel", "per-tensor"});
+  cli.flag("--embeddings", "KIND",
+           "the word-embedding table: full (fp32 rows) or lowrank (clustered low-rank, format version 2)", embeddings)
+      .one_of({"full", "lowrank"});
+  cli.flag("--embedding-budget", "F",
+           "lowrank: the stored table's bytes at most F times the dense fp32 table's (ranks searched under it)",
+           embedding_budget)
+      .range(1e-6, 1.0);
+  cli.flag("--embedding-codec", "C", "lowrank: how U rows are stored, int8 (a scale per row) or f32",
+           embedding_codec)
+      .one_of({"int8", "f32"});
+  cli.flag("--embedding-clusters", "LIST",
+           "lowrank: cluster boundaries in frequency order (cluster 0, the first tokens, stays full)",
+           embedding_clusters);
+  cli.flag("--embedding-corpus", "TSV",
+           "lowrank: the GLUE TSV (SST-2 train.tsv) whose token counts order the clusters, and whose seeded "
+           "calibration rows pick the token weighting",
+           embedding_corpus);
+  cli.flag("--embedding-calibration", "N",
+           "lowrank: calibration sentences the search compares sentence embeddings on (0: no search, weights = "
+           "token counts)",
+           embedding_calibration);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (!int8_scheme.empty() && checkpoint != "int8") cli.fail("--int8-scheme needs --checkpoint int8");
   if (positional.empty() || positional.size() > 2) cli.fail("give the output path (and optionally MODEL_DIR first)");
@@ -87,12 +118,42 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+    if (embeddings == "lowrank") {
+      stile::quant::LowRankOptions lr;
+      lr.budget = embedding_budget;
+      lr.cluster_ends = embedding_clusters;
+      lr.codec = *stile::quant::parse_word_row_codec(embedding_codec);
+      options.word_table = [&, lr](std::span<const float> table, std::size_t rows, std::size_t d) {
+        if (embedding_calibration == 0) {
+          const stile::WordPieceTokenizer tokenizer = stile::WordPieceTokenizer::load(model_dir / "vocab.txt");
+          const std::vector<double> counts = stile::token_counts(tokenizer, rows, embedding_corpus);
+          return stile::quant::factorize_word_table(table, rows, d, counts, lr);
+        }
+        // The search against sentence-embedding fidelity (calibrate/lowrank_search.hpp) on the
+        // calibration rows of the corpus's seeded split, with the model's own tokenizer.
+        const stile::SentenceEncoder dense = stile::SentenceEncoder::load(model_dir);
+        const stile::LowRankCorpus corpus =
+            stile::split_lowrank_corpus(stile::read_glue_tsv(embedding_corpus), embedding_calibration);
+        const std::vector<double> counts = stile::token_counts(dense.tokenizer(), rows, corpus.counted);
+        const std::vector<std::string>& calibration = corpus.calibration;
+        stile::LowRankSearchResult found = stile::search_lowrank_table(dense, model_dir, counts, calibration, lr);
+        for (const auto& [p, cosine] : found.tried) {
+          fmt::print("embedding search: weight power {}: mean cosine {:.6f} on {} calibration sentences{}\n", p,
+                     cosine, calibration.size(), p == found.weight_power ? " (kept)" : "");
+        }
+        return std::move(found.table);
+      };
+    }
     stile::ProgressBar bar("converting");
     options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
     const stile::ConvertReport r = stile::convert_checkpoint(model_dir, out, options);
 
     fmt::print("{}: {} layers x {} shards, file {}\n", out.string(), r.outlier_fraction.size(), r.shards,
                human_bytes(double(r.file_bytes)));
+    fmt::print("word embeddings: {}, {} parameters, {} ({:.2f}x fewer bytes than the dense {})\n",
+               r.word_table_lowrank ? "clustered low-rank" : "full", r.word_table_params,
+               human_bytes(double(r.word_table_bytes)), double(r.dense_word_table_bytes) / double(r.word_table_bytes),
+               human_bytes(double(r.dense_word_table_bytes)));
     fmt::print("\n{:>5} {:>12} {:>14} {:>13} {:>16} {:>15}\n", "bits", "shards size", "mean |w - q|", "rel. RMSE",
                "L1 equal-pop.", "L1 refined");
     for (const auto& [bits, st] : r.bits) {

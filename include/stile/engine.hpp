@@ -12,8 +12,9 @@
 //   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
 //
 // Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
-// position and token-type embeddings), the tokenizer's vocabulary, the preload buffer and the
-// word-row cache (pipeline/word_row_cache.hpp; each request is planned for the rows it still reads). During a
+// position and token-type embeddings; a low-rank word table's V matrices and token map), the
+// tokenizer's vocabulary, the preload buffer and the word-row cache (pipeline/word_row_cache.hpp,
+// rows as stored; each request is planned for the reads of the rows it still lacks). During a
 // request, also the working buffer: `slots` layers' compressed shards, the word rows read, the
 // activations and the layer's workspace (released after the request unless keep_working_buffer).
 //
@@ -139,6 +140,9 @@ class Engine {
   std::size_t word_cache_held_bytes() const;
   // The word rows a request of these tokens would read now (its distinct tokens not cached).
   std::size_t word_rows_to_read(const Encoding& tokens) const;
+  // The read requests those rows take (rows near each other in the file share one): what the
+  // request is planned for.
+  std::size_t word_row_reads(const Encoding& tokens) const;
   std::vector<ShardKey> preloaded() const;
   std::size_t preload_held_bytes() const;
   // Bytes held for good besides the two buffers: the store's metadata (manifest, dictionaries, row

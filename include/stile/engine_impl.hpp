@@ -138,6 +138,11 @@ class EngineCore {
     std::lock_guard<std::mutex> lock(mutex_);
     return word_rows_.cache().missing(tokens.input_ids);
   }
+  std::size_t word_row_reads(const Encoding& tokens) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
+    return word_rows_.reads_needed(std::span(tokens.input_ids).first(len));
+  }
   std::vector<ShardKey> preloaded() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return preload_.keys();
@@ -172,9 +177,10 @@ class EngineCore {
   EngineResult run(const Encoding& tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
-    // Planned for the word rows it reads and the preload versions held now (the first request,
-    // or the first after the budget grew, is planned for what the buffer holds; its reads fill it).
-    const ElasticPlan planned = plan_locked(len, word_rows_.cache().missing(std::span(tokens.input_ids).first(len)),
+    // Planned for the word-row reads it issues (rows not cached; nearby rows share a read) and the
+    // preload versions held now (the first request, or the first after the budget grew, is planned
+    // for what the buffer holds; its reads fill it).
+    const ElasticPlan planned = plan_locked(len, word_rows_.reads_needed(std::span(tokens.input_ids).first(len)),
                                             [this](const ShardKey& k) { return preload_.contains(k); });
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
@@ -226,7 +232,7 @@ class EngineCore {
         profile, [this](std::size_t l, std::span<const ShardChoice> v) { return layer_reader_.read_count(l, v); });
     const std::size_t a = backend_->alignment();
     planner.row_read_ms =
-        estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : config().hidden * sizeof(float)));
+        estimated_row_read_ms(profile, static_cast<double>(a > 1 ? a : store_.max_word_row_bytes()));
     return planner;
   }
 
@@ -434,6 +440,7 @@ void Engine::set_layer_compute(std::unique_ptr<LayerCompute> compute) { core_->s
 void Engine::set_word_cache_budget(std::size_t bytes) { core_->set_word_cache_budget(bytes); }
 std::size_t Engine::word_cache_held_bytes() const { return core_->word_cache_held_bytes(); }
 std::size_t Engine::word_rows_to_read(const Encoding& tokens) const { return core_->word_rows_to_read(tokens); }
+std::size_t Engine::word_row_reads(const Encoding& tokens) const { return core_->word_row_reads(tokens); }
 std::vector<ShardKey> Engine::preloaded() const { return core_->preloaded(); }
 std::size_t Engine::preload_held_bytes() const { return core_->preload_held_bytes(); }
 std::size_t Engine::resident_bytes() const { return core_->resident_bytes(); }

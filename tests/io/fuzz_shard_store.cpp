@@ -7,9 +7,12 @@
 //    with checksums verified (the real path) and once without (so that mutations behind the
 //    checksums, in the manifest and in the shard bytes, reach the bounds checks and
 //    ShardView::parse), and everything it holds is read;
-//  * anything else is a manifest alone, validated against a well-formed header that places it at
-//    byte 1 MiB of a file ending with it (parse_manifest, no checksum in the way).
-// Seeds: tests/io/fuzz_seeds_store/ (written by test_shard_store "[make-fuzz-seeds]").
+//  * anything else is a manifest alone, validated against a well-formed header (of each format
+//    version) that places it at byte 1 MiB of a file ending with it (parse_manifest, no checksum
+//    in the way).
+// Seeds: tests/io/fuzz_seeds_store/ (written by test_shard_store "[make-fuzz-seeds]"; the format
+// version 2 store with a low-rank word table, tiny_lowrank*, by test_lowrank_embeddings
+// "[make-fuzz-seeds]"). Word rows are read, so a low-rank table's token map, U rows and V are too.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +68,8 @@ void read_everything(const stile::ShardStore& store) {
   } catch (const stile::Error&) {
   }
   (void)store.resident_bytes();
+  (void)store.word_table_bytes();
+  (void)store.max_word_row_bytes();
 }
 
 void fuzz_store(std::span<const std::byte> bytes, bool verify_checksums) {
@@ -77,8 +82,9 @@ void fuzz_store(std::span<const std::byte> bytes, bool verify_checksums) {
   }
 }
 
-void fuzz_manifest(std::string_view text) {
+void fuzz_manifest(std::string_view text, std::uint32_t version) {
   stile::ShardStoreHeader header;
+  header.version = version;
   header.manifest_offset = std::uint64_t{1} << 20;
   header.manifest_size = text.size();
   header.file_size = header.manifest_offset + text.size();
@@ -95,7 +101,7 @@ void fuzz_manifest(std::string_view text) {
       }
     }
     // What the writer would write for it parses back the same.
-    const std::string again = stile::shard_store_detail::manifest_json(m).dump();
+    const std::string again = stile::shard_store_detail::manifest_json(m, header.version).dump();
     stile::ShardStoreHeader h2 = header;
     h2.manifest_size = again.size();
     h2.file_size = h2.manifest_offset + again.size();
@@ -114,7 +120,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz_store(bytes, true);
     fuzz_store(bytes, false);
   } else {
-    fuzz_manifest(std::string_view(reinterpret_cast<const char*>(data), size));
+    // Under a header of each version the reader knows (a manifest must say its header's version).
+    for (std::uint32_t v = stile::kShardStoreMinFormatVersion; v <= stile::kShardStoreFormatVersion; ++v) {
+      fuzz_manifest(std::string_view(reinterpret_cast<const char*>(data), size), v);
+    }
   }
   return 0;
 }

@@ -403,9 +403,9 @@ TEST_CASE("shard store: damaged headers are refused", "[io][shard_store]") {
   }
   SECTION("unknown format version") {
     std::vector<std::byte> bytes = good;
-    detail::store_le(bytes.data() + 8, 2, 4);
-    CHECK_THAT(open_bytes(bytes), Contains("model.stile") && Contains("format version 2 is not supported") &&
-                                      Contains("supports version 1"));
+    detail::store_le(bytes.data() + 8, 3, 4);
+    CHECK_THAT(open_bytes(bytes), Contains("model.stile") && Contains("format version 3 is not supported") &&
+                                      Contains("supports versions 1 to 2") && Contains("convert it again"));
   }
   SECTION("truncated store") {
     TempDir dir;

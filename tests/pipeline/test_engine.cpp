@@ -321,8 +321,12 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   // A request is planned for the word rows it reads: its distinct tokens (',' twice: one read).
   const std::size_t rows = engine.word_rows_to_read(e);
   CHECK(rows == e.size() - 1);
-  const stile::ElasticPlan planned = engine.plan_for(e.size(), rows);
-  CHECK(planned.word_rows == rows);
+  // ... in the reads they take: rows within 4 KiB of each other in the file share one.
+  const std::size_t reads = engine.word_row_reads(e);
+  CHECK(reads >= 1);
+  CHECK(reads <= rows);
+  const stile::ElasticPlan planned = engine.plan_for(e.size(), reads);
+  CHECK(planned.word_rows == reads);
   CHECK(engine.plan_for(e.size()).word_rows == 16);  // unknown: the bucket's length
   CHECK(planned.meets_target);
   CHECK(planned.estimated_ms <= 30.0 + 1e-9);
@@ -332,7 +336,7 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   CHECK(max_abs_diff(r.embedding, in_memory(e, r.plan)) <= 1e-6f);
 
   engine.set_target_ms(200);  // looser: a bigger or wider plan
-  const stile::ElasticPlan loose = engine.plan_for(e.size(), rows);
+  const stile::ElasticPlan loose = engine.plan_for(e.size(), reads);
   std::size_t tight_bits = 0, loose_bits = 0;
   for (const auto& layer : planned.submodel.layers)
     for (const auto& c : layer) tight_bits += c.bits;
@@ -341,7 +345,7 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   CHECK(loose_bits > tight_bits);
 
   engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
-  const stile::ElasticPlan with_preload = engine.plan_for(e.size(), rows);
+  const stile::ElasticPlan with_preload = engine.plan_for(e.size(), reads);
   CHECK(!with_preload.preload.empty());
   // The buffer is empty: the request is planned for reading everything, and its reads fill it.
   const stile::EngineResult cold = engine.run(e);
@@ -351,7 +355,7 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
   CHECK(engine.run(e).plan == with_preload.submodel);  // full: the cached plan
   engine.set_preload_budget(0);                        // empties it; preload_now fills it without a request
   engine.set_preload_budget(static_cast<std::size_t>(profile.shard_bytes[0]) * 6 + 4096);
-  engine.preload_now(e.size(), rows);
+  engine.preload_now(e.size(), reads);
   CHECK(engine.preloaded().size() == with_preload.preload.size());
   const stile::EngineResult warm = engine.run(e);
   CHECK(warm.timeline.layers[0].shards_preloaded > 0);
@@ -369,10 +373,10 @@ TEST_CASE("with a device profile the engine runs the two-stage planner's plans a
     heads.heads["6x12"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {1.0f, 0.0f}}, 0.9, 0.9, {}};
     heads.heads["1x12"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {0.0f, 1.0f}}, 0.8, 0.8, {}};
     heads.heads["2x1"] = {stile::LinearHead{{"negative", "positive"}, zeros(), {1.0f, 0.0f}}, 0.7, 0.7, {}};
-    const stile::SubmodelPlan before = engine.plan_for(e.size(), rows).submodel;
+    const stile::SubmodelPlan before = engine.plan_for(e.size(), reads).submodel;
     CHECK(heads.find_for(before) == nullptr);  // dropped shard by shard: uneven widths
     engine.set_heads(heads);
-    const stile::ElasticPlan shaped = engine.plan_for(e.size(), rows);
+    const stile::ElasticPlan shaped = engine.plan_for(e.size(), reads);
     REQUIRE(shaped.layers() == 1);  // 1 x 12 (pass 2 may raise some of its shards to 32 bits)
     CHECK(shaped.submodel.layers[0].size() == 12);
     CHECK(shaped.meets_target);

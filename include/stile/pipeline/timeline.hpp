@@ -30,6 +30,7 @@ struct Timeline {
   double embed_start_ms = 0, embed_end_ms = 0;           // word rows read, embeddings summed and normalized
   std::size_t embed_bytes_read = 0;                      // the word rows' reads (aligned blocks)
   std::size_t word_rows_read = 0, word_rows_cached = 0;  // distinct tokens' rows: read, or in the cache
+  std::size_t word_row_requests = 0;                     // the reads they took (nearby rows share one)
   std::vector<LayerTimes> layers;
   double total_ms = 0;  // end of the request (pooling and head included)
 

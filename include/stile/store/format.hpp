@@ -47,7 +47,11 @@ static_assert(std::endian::native == std::endian::little, "the shard store forma
 
 inline constexpr std::size_t kShardStoreAlign = 4096;         // every section starts at a multiple
 inline constexpr std::size_t kShardStoreHeaderBytes = 4096;   // the fixed header
-inline constexpr std::uint32_t kShardStoreFormatVersion = 1;  // the version this code reads and writes
+// Versions this code reads: 1, and 2 (version 1 + a word table that may be clustered low-rank;
+// docs/format.md "Versioning"). The writer writes 2 only for a low-rank table, so a dense store
+// stays readable by a version-1 reader.
+inline constexpr std::uint32_t kShardStoreFormatVersion = 2;     // the newest version
+inline constexpr std::uint32_t kShardStoreMinFormatVersion = 1;  // the oldest version still read
 inline constexpr std::string_view kShardStoreMagic = "STILESHD";
 inline constexpr std::string_view kShardStoreFormatName = "stile-shards";  // the manifest's "format"
 // A manifest larger than this is refused before it is read (a real one is a few MB at most: BERT
@@ -170,14 +174,14 @@ inline ShardStoreHeader parse_header(std::span<const std::byte> prefix, std::uin
   // The version is checked before anything else, the checksum included: another version may lay
   // its header out differently.
   h.version = static_cast<std::uint32_t>(load_le(prefix.data() + kVersionAt, 4));
-  if (h.version != kShardStoreFormatVersion) {
-    fail(file, "format version ", h.version, " is not supported (this reader supports version ",
-         kShardStoreFormatVersion,
-         h.version > kShardStoreFormatVersion ? "; the store was written by a newer stile)" : ")");
+  if (h.version < kShardStoreMinFormatVersion || h.version > kShardStoreFormatVersion) {
+    fail(file, "format version ", h.version, " is not supported (this reader supports versions ",
+         kShardStoreMinFormatVersion, " to ", kShardStoreFormatVersion,
+         h.version > kShardStoreFormatVersion ? "; the store was written by a newer stile: convert it again)" : ")");
   }
   h.header_size = static_cast<std::uint32_t>(load_le(prefix.data() + kHeaderSizeAt, 4));
   if (h.header_size != kShardStoreHeaderBytes) {
-    fail(file, "the header declares ", h.header_size, " bytes; format version 1 has a ", kShardStoreHeaderBytes,
+    fail(file, "the header declares ", h.header_size, " bytes; format version ", h.version, " has a ", kShardStoreHeaderBytes,
          "-byte header (damaged header)");
   }
   if (prefix.size() < kShardStoreHeaderBytes) {

@@ -22,6 +22,7 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/strict_json.hpp"
+#include "stile/quant/lowrank_table.hpp"
 #include "stile/quant/packed_layout.hpp"
 #include "stile/store/format.hpp"
 #include "stile/store/shard_layout.hpp"
@@ -47,11 +48,25 @@ struct ShardStoreManifest {
   std::vector<unsigned> bits;  // strictly increasing
   nlohmann::json quantizer;    // opaque, as the converter wrote it
   ShardStoreSection vocab;
+  // A low-rank table's cluster (format version 2): `rows` tokens, each stored as one coded row of
+  // `rank` values at u_offset + index * row bytes; V [rank x cols] fp32 in `v`, absent (size 0)
+  // when rank == cols (a full cluster: its U rows are the table's rows).
+  struct WordCluster {
+    std::uint64_t rows = 0;
+    std::uint64_t rank = 0;
+    quant::WordRowCodec codec = quant::WordRowCodec::kF32;
+    std::uint64_t u_offset = 0;
+    ShardStoreSection v;
+    std::uint64_t row_bytes() const noexcept { return quant::word_row_bytes(codec, static_cast<std::size_t>(rank)); }
+  };
   struct WordTable {
-    std::uint64_t offset = 0;         // row r at offset + r * cols * 4
+    std::uint64_t offset = 0;         // dense: row r at offset + r * cols * 4
     std::uint64_t rows = 0;           // vocab_size
     std::uint64_t cols = 0;           // hidden
-    ShardStoreSection row_checksums;  // u32 per row: low 32 bits of XXH3-64 of the row's bytes
+    ShardStoreSection row_checksums;  // u32 per row: low 32 bits of XXH3-64 of the row's stored bytes
+    bool lowrank = false;             // "encoding": "lowrank" (format version 2)
+    ShardStoreSection token_map;      // lowrank: u32 per token, cluster << 24 | row in the cluster
+    std::vector<WordCluster> clusters;
   } word;
   ShardStoreSection position;    // [max_position_embeddings x d] fp32
   ShardStoreSection token_type;  // [type_vocab_size x d] fp32
@@ -192,6 +207,89 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
   return info;
 }
 
+// Low-rank tables: at most this many clusters (the token map keeps the cluster in 8 bits).
+inline constexpr std::size_t kMaxWordClusters = 255;
+inline constexpr unsigned kTokenMapIndexBits = 24;  // vocab_size <= 2^24 (parse_bert_config's limit)
+
+// "embeddings"."word": dense (version 1 and 2), or clustered low-rank (version 2 only).
+inline void parse_word_table(const nlohmann::json& word, ShardStoreManifest& m, const ShardStoreHeader& h,
+                             const std::string& file, std::vector<Extent>& extents) {
+  const std::string where = "the word embeddings";
+  const BertConfig& c = m.config;
+  m.word.rows = u64_member(word, "rows", where, file);
+  m.word.cols = u64_member(word, "cols", where, file);
+  if (m.word.rows != c.vocab_size || m.word.cols != c.hidden) {
+    fail(file, where, ": the table is ", m.word.rows, " x ", m.word.cols,
+         ", the config needs vocab_size x hidden_size = ", c.vocab_size, " x ", c.hidden);
+  }
+  const std::string checks = "the word-embedding row checksums";
+  m.word.row_checksums = section_value(json_member(word, "row_checksums", where, file), checks, file);
+  check_size(m.word.row_checksums.size, m.word.rows * 4, checks, "one u32 per row", file);
+  check_range(m.word.row_checksums.offset, m.word.row_checksums.size, checks, "the section", h, file, extents);
+
+  std::string encoding = "dense";
+  if (const auto e = word.find("encoding"); e != word.end()) {
+    if (!e->is_string()) fail(file, where, ": \"encoding\" must be \"dense\" or \"lowrank\", got ", json_excerpt(*e));
+    encoding = e->get<std::string>();
+  }
+  if (encoding == "dense") {
+    m.word.offset = u64_member(word, "offset", where, file);
+    check_range(m.word.offset, m.word.rows * m.word.cols * sizeof(float), where, "the table", h, file, extents);
+    return;
+  }
+  if (encoding != "lowrank") fail(file, where, ": \"encoding\" is \"", encoding, "\", not \"dense\" or \"lowrank\"");
+  if (h.version < 2) {
+    fail(file, where, ": a low-rank table needs format version 2, the store says version ", h.version,
+         " (damaged, or convert it again)");
+  }
+  m.word.lowrank = true;
+  const std::string map = "the word-embedding token map";
+  m.word.token_map = section_value(json_member(word, "token_map", where, file), map, file);
+  check_size(m.word.token_map.size, m.word.rows * 4, map, "one u32 per token", file);
+  check_range(m.word.token_map.offset, m.word.token_map.size, map, "the section", h, file, extents);
+  const nlohmann::json& clusters = json_array_member(word, "clusters", where, file);
+  if (clusters.empty() || clusters.size() > kMaxWordClusters) {
+    fail(file, where, ": ", clusters.size(), " clusters; a low-rank table has 1 to ", kMaxWordClusters);
+  }
+  std::uint64_t tokens = 0;
+  for (std::size_t i = 0; i < clusters.size(); ++i) {
+    const std::string cw = concat("word-embedding cluster ", i);
+    const nlohmann::json& cj = clusters[i];
+    if (!cj.is_object()) fail(file, cw, ": the cluster entry is not a JSON object");
+    ShardStoreManifest::WordCluster cl;
+    cl.rows = u64_member(cj, "rows", cw, file);
+    cl.rank = u64_member(cj, "rank", cw, file);
+    const std::string& codec = json_string_member(cj, "codec", cw, file);
+    const std::optional<quant::WordRowCodec> parsed = quant::parse_word_row_codec(codec);
+    if (!parsed) fail(file, cw, ": \"codec\" is \"", codec, "\", not \"f32\" or \"int8\"");
+    cl.codec = *parsed;
+    if (cl.rows == 0 || cl.rows > m.word.rows - tokens) {
+      fail(file, cw, ": ", cl.rows, " tokens; the clusters must share the ", m.word.rows,
+           " tokens of the vocabulary, each at least one");
+    }
+    tokens += cl.rows;
+    if (cl.rank == 0 || cl.rank > m.word.cols) {
+      fail(file, cw, ": bad rank ", cl.rank, " (a rank is 1 to hidden_size = ", m.word.cols, ")");
+    }
+    cl.u_offset = u64_member(cj, "u_offset", cw, file);
+    check_range(cl.u_offset, cl.rows * cl.row_bytes(), cw, "U", h, file, extents);
+    const auto v = cj.find("v");
+    const std::uint64_t v_size = cl.rank == m.word.cols ? 0 : cl.rank * m.word.cols * sizeof(float);
+    if (v_size == 0) {
+      if (v != cj.end()) fail(file, cw, ": a full cluster (rank = hidden_size) has no \"v\"");
+    } else {
+      if (v == cj.end()) fail(file, cw, ": missing \"v\" (rank ", cl.rank, " < hidden_size)");
+      cl.v = section_value(*v, concat(cw, " V"), file);
+      check_size(cl.v.size, v_size, concat(cw, " V"), concat("rank x hidden_size = ", cl.rank, " x ", m.word.cols, " floats"), file);
+      check_range(cl.v.offset, cl.v.size, concat(cw, " V"), "the section", h, file, extents);
+    }
+    m.word.clusters.push_back(cl);
+  }
+  if (tokens != m.word.rows) {
+    fail(file, where, ": the clusters hold ", tokens, " tokens, the vocabulary has ", m.word.rows);
+  }
+}
+
 // Validates a manifest against its header (offsets and sizes inside the file, the config, the
 // shard layout). The manifest checksum is not checked here: ShardStore does that first; fuzzers
 // call this directly to get past it.
@@ -249,22 +347,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   check_range(m.vocab.offset, m.vocab.size, "the vocabulary", "the section", h, file, extents);
 
   const nlohmann::json& emb = json_object_member(root, "embeddings", top, file);
-  {
-    const std::string where = "the word embeddings";
-    const nlohmann::json& word = json_object_member(emb, "word", "manifest \"embeddings\"", file);
-    m.word.offset = u64_member(word, "offset", where, file);
-    m.word.rows = u64_member(word, "rows", where, file);
-    m.word.cols = u64_member(word, "cols", where, file);
-    if (m.word.rows != c.vocab_size || m.word.cols != d) {
-      fail(file, where, ": the table is ", m.word.rows, " x ", m.word.cols,
-           ", the config needs vocab_size x hidden_size = ", c.vocab_size, " x ", d);
-    }
-    check_range(m.word.offset, m.word.rows * m.word.cols * f32, where, "the table", h, file, extents);
-    const std::string checks = "the word-embedding row checksums";
-    m.word.row_checksums = section_value(json_member(word, "row_checksums", where, file), checks, file);
-    check_size(m.word.row_checksums.size, m.word.rows * 4, checks, "one u32 per row", file);
-    check_range(m.word.row_checksums.offset, m.word.row_checksums.size, checks, "the section", h, file, extents);
-  }
+  parse_word_table(json_object_member(emb, "word", "manifest \"embeddings\"", file), m, h, file, extents);
   m.position =
       section_value(json_member(emb, "position", "manifest \"embeddings\"", file), "the position embeddings", file);
   check_size(m.position.size, c.max_position_embeddings * d * f32, "the position embeddings",
@@ -324,7 +407,10 @@ inline nlohmann::json section_json(const ShardStoreSection& s) {
 }
 
 // The manifest's JSON (the inverse of parse_manifest).
-inline nlohmann::json manifest_json(const ShardStoreManifest& m, std::uint32_t version = kShardStoreFormatVersion) {
+// The format version a manifest needs: 2 for a low-rank word table, else 1 (readable by older readers).
+inline std::uint32_t format_version_for(const ShardStoreManifest& m) noexcept { return m.word.lowrank ? 2 : 1; }
+
+inline nlohmann::json manifest_json(const ShardStoreManifest& m, std::uint32_t version) {
   nlohmann::json root = nlohmann::json::object();
   root["format"] = kShardStoreFormatName;
   root["version"] = version;
@@ -333,11 +419,26 @@ inline nlohmann::json manifest_json(const ShardStoreManifest& m, std::uint32_t v
   root["bits"] = m.bits;
   root["quantizer"] = m.quantizer;
   root["vocab"] = section_json(m.vocab);
-  root["embeddings"] = {{"word",
-                         {{"offset", m.word.offset},
-                          {"rows", m.word.rows},
-                          {"cols", m.word.cols},
-                          {"row_checksums", section_json(m.word.row_checksums)}}},
+  nlohmann::json word = {{"rows", m.word.rows},
+                         {"cols", m.word.cols},
+                         {"row_checksums", section_json(m.word.row_checksums)}};
+  if (m.word.lowrank) {
+    word["encoding"] = "lowrank";
+    word["token_map"] = section_json(m.word.token_map);
+    nlohmann::json clusters = nlohmann::json::array();
+    for (const ShardStoreManifest::WordCluster& cl : m.word.clusters) {
+      nlohmann::json cj = {{"rows", cl.rows},
+                           {"rank", cl.rank},
+                           {"codec", quant::word_row_codec_name(cl.codec)},
+                           {"u_offset", cl.u_offset}};
+      if (cl.rank != m.word.cols) cj["v"] = section_json(cl.v);
+      clusters.push_back(std::move(cj));
+    }
+    word["clusters"] = std::move(clusters);
+  } else {
+    word["offset"] = m.word.offset;
+  }
+  root["embeddings"] = {{"word", std::move(word)},
                         {"position", section_json(m.position)},
                         {"token_type", section_json(m.token_type)},
                         {"ln", section_json(m.ln)}};

@@ -27,6 +27,7 @@
 #include "stile/store/shard_writer.hpp"
 #include "stile/store/shard_layout.hpp"
 #include "stile/quant/dictionary.hpp"
+#include "stile/quant/lowrank_table.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile {
@@ -37,6 +38,10 @@ struct ConvertOptions {
   quant::QuantizerOptions quantizer;
   // Called after each shard of each layer: (shards done, shards in all).
   std::function<void(std::size_t, std::size_t)> progress;
+  // When set, the word embeddings are stored as the clustered low-rank table this returns for the
+  // checkpoint's table ([rows x d] fp32) (format version 2; quant/lowrank_factorize.hpp makes
+  // one; tools/convert --embeddings lowrank). Unset: the dense table.
+  std::function<quant::LowRankWordTable(std::span<const float> table, std::size_t rows, std::size_t d)> word_table;
 };
 
 // What the converter measured, for its summary table.
@@ -52,6 +57,9 @@ struct ConvertReport {
   std::vector<double> outlier_fraction;  // per layer
   std::map<unsigned, BitsStats> bits;
   std::uintmax_t file_bytes = 0;
+  // The word table as stored, and the dense fp32 table's bytes for comparison.
+  std::size_t word_table_bytes = 0, word_table_params = 0, dense_word_table_bytes = 0;
+  bool word_table_lowrank = false;
 };
 
 namespace converter_detail {
@@ -189,12 +197,26 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
                                     {"refine", options.quantizer.refine}};
   ShardStoreWriter writer(out_path, config_text, M, bits, quantizer);
   writer.add_vocab(vocab_text);
-  writer.add_embeddings(load("embeddings.word_embeddings.weight", c.vocab_size, d),
-                        load("embeddings.position_embeddings.weight", c.max_position_embeddings, d),
-                        load("embeddings.token_type_embeddings.weight", c.type_vocab_size, d),
-                        load("embeddings.LayerNorm.weight", d, 0), load("embeddings.LayerNorm.bias", d, 0));
-
   ConvertReport report;
+  {
+    const std::vector<float> word = load("embeddings.word_embeddings.weight", c.vocab_size, d);
+    const std::vector<float> position = load("embeddings.position_embeddings.weight", c.max_position_embeddings, d);
+    const std::vector<float> token_type = load("embeddings.token_type_embeddings.weight", c.type_vocab_size, d);
+    const std::vector<float> ln_gamma = load("embeddings.LayerNorm.weight", d, 0);
+    const std::vector<float> ln_beta = load("embeddings.LayerNorm.bias", d, 0);
+    report.dense_word_table_bytes = word.size() * sizeof(float);
+    if (options.word_table) {
+      const quant::LowRankWordTable table = options.word_table(word, c.vocab_size, d);
+      writer.add_embeddings(table, position, token_type, ln_gamma, ln_beta);
+      report.word_table_bytes = table.bytes();
+      report.word_table_params = table.params();
+      report.word_table_lowrank = true;
+    } else {
+      writer.add_embeddings(word, position, token_type, ln_gamma, ln_beta);
+      report.word_table_bytes = report.dense_word_table_bytes;
+      report.word_table_params = word.size();
+    }
+  }
   report.shards = M;
   std::map<unsigned, double> abs_sum, sq_sum;
   double total_weights = 0.0, var_sum = 0.0;

@@ -34,6 +34,7 @@
 #include "stile/core/file_error.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/read_backend.hpp"
+#include "stile/quant/lowrank_table.hpp"
 #include "stile/store/format.hpp"
 #include "stile/store/manifest.hpp"
 #include "stile/store/shard_layout.hpp"
@@ -282,15 +283,18 @@ class ShardStore {
   }
 
   // Reads the word-embedding rows of ids into out ([ids.size() x hidden] floats), one pread per
-  // row, each checked against the row checksum table.
+  // row, each checked against the row checksum table (and reconstructed, for a low-rank table).
   void read_word_rows(std::span<const std::int32_t> ids, float* out) const {
     check_word_ids(ids);
     const std::size_t d = m_.config.hidden;
+    std::vector<std::byte> stored;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto id = static_cast<std::size_t>(ids[i]);
-      const std::span<std::byte> row = std::as_writable_bytes(std::span(out + i * d, d));
-      read_exact(word_row_offset(id), row, concat("word-embedding row ", id));
-      check_word_row(id, row);
+      const WordRowExtent e = word_row_extent(id);
+      stored.resize(e.size);
+      read_exact(e.offset, stored, concat("word-embedding row ", id));
+      check_word_row(id, stored);
+      decode_word_row(id, stored, out + i * d);
     }
   }
 
@@ -304,11 +308,46 @@ class ShardStore {
       }
     }
   }
-  // Where row `id` (hidden floats) starts in the file; id must have passed check_word_ids.
-  std::uint64_t word_row_offset(std::size_t id) const noexcept {
-    return m_.word.offset + static_cast<std::uint64_t>(id) * m_.config.hidden * sizeof(float);
+
+  // Where the stored bytes of row `id` are: 4 hidden bytes of fp32 in a dense table; the token's
+  // coded U row (word_row_bytes(codec, rank)) in a low-rank one. id must have passed check_word_ids.
+  struct WordRowExtent {
+    std::uint64_t offset = 0;
+    std::size_t size = 0;
+  };
+  WordRowExtent word_row_extent(std::size_t id) const noexcept {
+    if (!m_.word.lowrank) {
+      const std::size_t row_bytes = m_.config.hidden * sizeof(float);
+      return {m_.word.offset + static_cast<std::uint64_t>(id) * row_bytes, row_bytes};
+    }
+    const std::uint32_t entry = token_map_[id];
+    const ShardStoreManifest::WordCluster& cl = m_.word.clusters[entry >> shard_store_detail::kTokenMapIndexBits];
+    const std::uint64_t index = entry & ((std::uint32_t{1} << shard_store_detail::kTokenMapIndexBits) - 1);
+    return {cl.u_offset + index * cl.row_bytes(), static_cast<std::size_t>(cl.row_bytes())};
   }
-  // Compares a row's bytes with the row checksum table (when checking is on).
+  // The largest stored row (what one row's read needs at most).
+  std::size_t max_word_row_bytes() const noexcept {
+    if (!m_.word.lowrank) return m_.config.hidden * sizeof(float);
+    std::uint64_t most = 0;
+    for (const auto& cl : m_.word.clusters) most = std::max(most, cl.row_bytes());
+    return static_cast<std::size_t>(most);
+  }
+  bool word_table_lowrank() const noexcept { return m_.word.lowrank; }
+  // The word table as stored: bytes (dense rows, or coded U rows plus V) and parameters.
+  std::uint64_t word_table_bytes() const noexcept {
+    if (!m_.word.lowrank) return m_.word.rows * m_.word.cols * sizeof(float);
+    std::uint64_t bytes = 0;
+    for (const auto& cl : m_.word.clusters) bytes += cl.rows * cl.row_bytes() + cl.v.size;
+    return bytes;
+  }
+  std::uint64_t word_table_params() const noexcept {
+    if (!m_.word.lowrank) return m_.word.rows * m_.word.cols;
+    std::uint64_t params = 0;
+    for (const auto& cl : m_.word.clusters) params += cl.rows * cl.rank + cl.v.size / sizeof(float);
+    return params;
+  }
+
+  // Compares a row's stored bytes with the row checksum table (when checking is on).
   void check_word_row(std::size_t id, std::span<const std::byte> row) const {
     if (!options_.verify_checksums) return;
     const std::uint32_t expected = row_checksums_[id];
@@ -319,15 +358,44 @@ class ShardStore {
     }
   }
 
+  // The word row of `id` (hidden floats) from its stored bytes (word_row_extent(id).size of them):
+  // a copy for a dense table or a full cluster; for a low-rank cluster the coded U row decoded and
+  // multiplied by the cluster's V (resident), one GEMV of rank x hidden.
+  void decode_word_row(std::size_t id, std::span<const std::byte> stored, float* out) const {
+    const std::size_t d = m_.config.hidden;
+    if (!m_.word.lowrank) {
+      std::memcpy(out, stored.data(), d * sizeof(float));
+      return;
+    }
+    const std::size_t cluster = token_map_[id] >> shard_store_detail::kTokenMapIndexBits;
+    const ShardStoreManifest::WordCluster& cl = m_.word.clusters[cluster];
+    const auto rank = static_cast<std::size_t>(cl.rank);
+    if (rank == d) {
+      quant::decode_word_row(cl.codec, stored, std::span(out, d));
+      return;
+    }
+    float u[kMaxStackRank];
+    std::vector<float> heap;
+    float* up = u;
+    if (rank > kMaxStackRank) {
+      heap.resize(rank);
+      up = heap.data();
+    }
+    quant::decode_word_row(cl.codec, stored, std::span(up, rank));
+    quant::reconstruct_word_row(std::span<const float>(up, rank), word_v_[cluster].data(), d, out);
+  }
+
   // Bytes this reader keeps in memory: the manifest's metadata (dictionaries, offsets, the config,
   // quantizer and stats JSON, estimated by their text size) and the row checksum table. The word
   // table, shard versions and residents stay on disk until read. (A from_memory store's own copy
   // of the bytes is not counted.)
   std::size_t resident_bytes() const {
     std::size_t bytes = sizeof(*this) + row_checksums_.capacity() * sizeof(std::uint32_t) +
+                        token_map_.capacity() * sizeof(std::uint32_t) +
                         m_.bits.capacity() * sizeof(unsigned) + name_.capacity();
     auto json_bytes = [](const nlohmann::json& j) { return j.is_null() ? 0 : j.dump().size(); };
     bytes += json_bytes(m_.config_json) + json_bytes(m_.quantizer);
+    for (const auto& v : word_v_) bytes += v.capacity() * sizeof(float);
     for (const auto& layer : m_.layers) {
       bytes += sizeof(layer) + json_bytes(layer.stats) + layer.shards.capacity() * sizeof(layer.shards[0]);
       for (const auto& shard : layer.shards) {
@@ -359,6 +427,36 @@ class ShardStore {
     row_checksums_.resize(static_cast<std::size_t>(m_.word.rows));
     read_checked(m_.word.row_checksums.offset, std::as_writable_bytes(std::span(row_checksums_)),
                  m_.word.row_checksums.checksum, "the word-embedding row checksums");
+    if (m_.word.lowrank) load_lowrank_word_table();
+  }
+
+  // The token map and every cluster's V, kept resident; the map must send every token to its own
+  // row of a cluster (each row used once), so that no read leaves its cluster's U.
+  void load_lowrank_word_table() {
+    using namespace shard_store_detail;
+    token_map_.resize(static_cast<std::size_t>(m_.word.rows));
+    read_checked(m_.word.token_map.offset, std::as_writable_bytes(std::span(token_map_)), m_.word.token_map.checksum,
+                 "the word-embedding token map");
+    std::vector<std::vector<bool>> used(m_.word.clusters.size());
+    for (std::size_t i = 0; i < used.size(); ++i) used[i].resize(static_cast<std::size_t>(m_.word.clusters[i].rows));
+    for (std::size_t id = 0; id < token_map_.size(); ++id) {
+      const std::size_t cluster = token_map_[id] >> kTokenMapIndexBits;
+      const std::size_t index = token_map_[id] & ((std::uint32_t{1} << kTokenMapIndexBits) - 1);
+      if (cluster >= used.size() || index >= used[cluster].size()) {
+        fail(name_, "the word-embedding token map sends token ", id, " to row ", index, " of cluster ", cluster,
+             ", which does not exist (", used.size(), " clusters)");
+      }
+      if (used[cluster][index]) {
+        fail(name_, "the word-embedding token map sends two tokens to row ", index, " of cluster ", cluster,
+             " (token ", id, " is the second)");
+      }
+      used[cluster][index] = true;
+    }
+    word_v_.resize(m_.word.clusters.size());
+    for (std::size_t i = 0; i < m_.word.clusters.size(); ++i) {
+      const ShardStoreManifest::WordCluster& cl = m_.word.clusters[i];
+      if (cl.v.size != 0) word_v_[i] = read_floats(cl.v, concat("word-embedding cluster ", i, " V"));
+    }
   }
 
   std::size_t check_layer(std::size_t layer) const {
@@ -409,6 +507,9 @@ class ShardStore {
   ShardStoreHeader header_;
   ShardStoreManifest m_;
   std::vector<std::uint32_t> row_checksums_;
+  std::vector<std::uint32_t> token_map_;    // low-rank table: cluster << 24 | row, per token
+  std::vector<std::vector<float>> word_v_;  // low-rank table: each cluster's V (empty when full)
+  static constexpr std::size_t kMaxStackRank = 1024;
 };
 
 }  // namespace stile

@@ -31,6 +31,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/bert_config.hpp"
+#include "stile/quant/lowrank_table.hpp"
 #include "stile/quant/packed_layout.hpp"
 #include "stile/store/format.hpp"
 #include "stile/store/manifest.hpp"
@@ -139,13 +140,7 @@ class ShardStoreWriter {
       const BertConfig& c = m_.config;
       const std::size_t d = c.hidden;
       check_count(word.size(), c.vocab_size * d, "the word embeddings", "vocab_size x hidden_size");
-      check_count(position.size(), c.max_position_embeddings * d, "the position embeddings",
-                  "max_position_embeddings x hidden_size");
-      check_count(token_type.size(), c.type_vocab_size * d, "the token-type embeddings",
-                  "type_vocab_size x hidden_size");
-      check_count(ln_gamma.size(), d, "the embedding LayerNorm gamma", "hidden_size");
-      check_count(ln_beta.size(), d, "the embedding LayerNorm beta", "hidden_size");
-
+      check_other_embeddings(position, token_type, ln_gamma, ln_beta);
       std::vector<std::uint32_t> row_checksums(c.vocab_size);
       for (std::size_t r = 0; r < c.vocab_size; ++r) {
         row_checksums[r] = shard_store_detail::row_checksum(std::as_bytes(word.subspan(r * d, d)));
@@ -155,12 +150,68 @@ class ShardStoreWriter {
       m_.word.rows = c.vocab_size;
       m_.word.cols = d;
       m_.word.row_checksums = write_section(std::as_bytes(std::span<const std::uint32_t>(row_checksums)));
-      m_.position = write_section(std::as_bytes(position));
-      m_.token_type = write_section(std::as_bytes(token_type));
-      std::vector<float> ln(ln_gamma.begin(), ln_gamma.end());
-      ln.insert(ln.end(), ln_beta.begin(), ln_beta.end());
-      m_.ln = write_section(std::as_bytes(std::span<const float>(ln)));
-      have_embeddings_ = true;
+      write_other_embeddings(position, token_type, ln_gamma, ln_beta);
+    });
+  }
+
+  // The same with a clustered low-rank word table (quant/lowrank_table.hpp; format version 2):
+  // every token in exactly one cluster, ranks 1..d, U and V of the cluster's shape.
+  void add_embeddings(const quant::LowRankWordTable& word, std::span<const float> position,
+                      std::span<const float> token_type, std::span<const float> ln_gamma,
+                      std::span<const float> ln_beta) {
+    guarded([&] {
+      if (have_embeddings_) fail("add_embeddings was called twice");
+      const BertConfig& c = m_.config;
+      const std::size_t d = c.hidden;
+      if (word.rows != c.vocab_size || word.cols != d) {
+        fail("the low-rank word table is ", word.rows, " x ", word.cols, ", the config needs ", c.vocab_size, " x ", d);
+      }
+      check_other_embeddings(position, token_type, ln_gamma, ln_beta);
+      const std::size_t n = word.clusters.size();
+      if (n == 0 || n > shard_store_detail::kMaxWordClusters) {
+        fail("the low-rank word table has ", n, " clusters (1 to ", shard_store_detail::kMaxWordClusters, ")");
+      }
+      constexpr std::uint32_t kUnset = 0xffffffffu;
+      std::vector<std::uint32_t> token_map(c.vocab_size, kUnset), row_checksums(c.vocab_size, 0);
+      m_.word.rows = c.vocab_size;
+      m_.word.cols = d;
+      m_.word.lowrank = true;
+      m_.word.clusters.clear();
+      std::vector<std::byte> coded;
+      for (std::size_t i = 0; i < n; ++i) {
+        const quant::LowRankCluster& cl = word.clusters[i];
+        const std::size_t rows = cl.tokens.size(), r = cl.rank;
+        if (rows == 0) fail("word-embedding cluster ", i, " has no tokens");
+        if (r == 0 || r > d) fail("word-embedding cluster ", i, ": bad rank ", r, " (1 to hidden_size = ", d, ")");
+        if (cl.u.size() != rows * r) fail("word-embedding cluster ", i, ": U has ", cl.u.size(), " values, ", rows, " x ", r, " needed");
+        const std::size_t v_values = r == d ? 0 : r * d;
+        if (cl.v.size() != v_values) fail("word-embedding cluster ", i, ": V has ", cl.v.size(), " values, ", v_values, " needed");
+        const std::size_t row_bytes = quant::word_row_bytes(cl.codec, r);
+        coded.assign(rows * row_bytes, std::byte{0});
+        for (std::size_t t = 0; t < rows; ++t) {
+          const std::int32_t id = cl.tokens[t];
+          if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size || token_map[std::size_t(id)] != kUnset) {
+            fail("word-embedding cluster ", i, ": token ", id, " is outside the vocabulary or in two clusters");
+          }
+          const std::span<std::byte> row = std::span(coded).subspan(t * row_bytes, row_bytes);
+          quant::encode_word_row(cl.codec, std::span(cl.u).subspan(t * r, r), row);
+          token_map[std::size_t(id)] = static_cast<std::uint32_t>(i << shard_store_detail::kTokenMapIndexBits | t);
+          row_checksums[std::size_t(id)] = shard_store_detail::row_checksum(row);
+        }
+        ShardStoreManifest::WordCluster mc;
+        mc.rows = rows;
+        mc.rank = r;
+        mc.codec = cl.codec;
+        mc.u_offset = write_section(coded).offset;
+        if (v_values != 0) mc.v = write_section(std::as_bytes(std::span(cl.v)));
+        m_.word.clusters.push_back(mc);
+      }
+      for (std::size_t id = 0; id < c.vocab_size; ++id) {
+        if (token_map[id] == kUnset) fail("the low-rank word table has no row for token ", id);
+      }
+      m_.word.token_map = write_section(std::as_bytes(std::span<const std::uint32_t>(token_map)));
+      m_.word.row_checksums = write_section(std::as_bytes(std::span<const std::uint32_t>(row_checksums)));
+      write_other_embeddings(position, token_type, ln_gamma, ln_beta);
     });
   }
 
@@ -190,12 +241,13 @@ class ShardStoreWriter {
       }
       std::string manifest;
       try {
-        manifest = shard_store_detail::manifest_json(m_).dump();
+        manifest = shard_store_detail::manifest_json(m_, shard_store_detail::format_version_for(m_)).dump();
       } catch (const nlohmann::json::exception& e) {
         fail("cannot write the manifest: ", e.what());
       }
       pad();
       ShardStoreHeader h;
+      h.version = shard_store_detail::format_version_for(m_);
       h.manifest_offset = pos_;
       h.manifest_size = manifest.size();
       h.manifest_checksum = shard_store_detail::xxh3(std::as_bytes(std::span(manifest)));
@@ -309,6 +361,27 @@ class ShardStoreWriter {
     Section s{pos_, bytes.size(), shard_store_detail::xxh3(bytes)};
     write(bytes);
     return s;
+  }
+
+  void check_other_embeddings(std::span<const float> position, std::span<const float> token_type,
+                              std::span<const float> ln_gamma, std::span<const float> ln_beta) const {
+    const BertConfig& c = m_.config;
+    const std::size_t d = c.hidden;
+    check_count(position.size(), c.max_position_embeddings * d, "the position embeddings",
+                "max_position_embeddings x hidden_size");
+    check_count(token_type.size(), c.type_vocab_size * d, "the token-type embeddings", "type_vocab_size x hidden_size");
+    check_count(ln_gamma.size(), d, "the embedding LayerNorm gamma", "hidden_size");
+    check_count(ln_beta.size(), d, "the embedding LayerNorm beta", "hidden_size");
+  }
+
+  void write_other_embeddings(std::span<const float> position, std::span<const float> token_type,
+                              std::span<const float> ln_gamma, std::span<const float> ln_beta) {
+    m_.position = write_section(std::as_bytes(position));
+    m_.token_type = write_section(std::as_bytes(token_type));
+    std::vector<float> ln(ln_gamma.begin(), ln_gamma.end());
+    ln.insert(ln.end(), ln_beta.begin(), ln_beta.end());
+    m_.ln = write_section(std::as_bytes(std::span<const float>(ln)));
+    have_embeddings_ = true;
   }
 
   void check_count(std::size_t got, std::size_t expected, const char* what, const char* shape) const {
