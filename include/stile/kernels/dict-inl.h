@@ -92,7 +92,9 @@ constexpr DictLookup DictVectorLookup() {
 template <std::size_t kNR, unsigned kBits, std::size_t kLanes>
 constexpr DictLookup DictAutoLookup() {
   constexpr bool kSse = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3;
-  if constexpr (kLanes <= 8 && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) return DictLookup::kBytes;
+  if constexpr (kLanes <= 8 && kBits >= 4 && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) {
+    return DictLookup::kBytes;
+  }
   return DictVectorLookup<kBits, kLanes>();
 }
 

@@ -36,12 +36,12 @@ namespace stile {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Which bitwidths and panel widths the byte-plane decoder takes on this target: k = 4..6 (below
-// 4 the low plane is 2 bits wide and the tree of dict-inl.h is already cheap), panels of 8 (half
-// a group) or a multiple of 16 columns, any SIMD target with byte shuffles.
+// Which bitwidths and panel widths the byte-plane decoder can take on this target: k = 2..6,
+// panels of 8 (half a group) or a multiple of 16 columns, any SIMD target with byte shuffles.
+// (Whether the GEMM uses it is DictAutoLookup's choice, dict-inl.h.)
 template <std::size_t kNR, unsigned kBits>
 constexpr bool DictBytesSupported() {
-  return HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128 && kBits >= 4 && kBits <= 6 &&
+  return HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128 && kBits >= 2 && kBits <= 6 &&
          (kNR == 8 || kNR % quant::kGroupRows == 0);
 }
 
@@ -88,9 +88,21 @@ struct DictBytesIndex {
     // Low nibbles: byte j of the low plane holds lanes 2j (bits 0..3) and 2j + 1 (bits 4..7).
     const V8 shifted = hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, raw)));
     idx = hn::And(hn::InterleaveLower(du8, raw, shifted), hn::Set(du8, 0x0F));
+    if constexpr (kBits <= 3) {
+      // A 2-bit low plane: byte j of it held lanes 4j .. 4j + 3, so after the nibble split byte m
+      // holds lanes 2m (bits 0..1) and 2m + 1 (bits 2..3): split once more.
+      const V8 pairs = hn::BitCast(du8, hn::ShiftRight<2>(hn::BitCast(du16, idx)));
+      idx = hn::And(hn::InterleaveLower(du8, idx, pairs), hn::Set(du8, 0x03));
+    }
     // The high plane's bits as masks: bit 4 (k = 5: lane j at bit j of bytes 8..9; k = 6: lane j
     // at bit 2 (j % 4) of bytes 8..11) and bit 5 (k = 6: the bit above).
-    if constexpr (kBits == 5) {
+    if constexpr (kBits == 3) {
+      // Index bit 2 (lane j at bit j of bytes 4..5) goes straight into the index.
+      alignas(16) static constexpr std::uint8_t kSpread[16] = {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5};
+      alignas(16) static constexpr std::uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+      const V8 hb = hn::TableLookupBytes(raw, hn::LoadDup128(du8, kSpread));
+      idx = hn::Or(idx, hn::And(hn::VecFromMask(du8, hn::TestBit(hb, hn::LoadDup128(du8, kBit))), hn::Set(du8, 4)));
+    } else if constexpr (kBits == 5) {
       alignas(16) static constexpr std::uint8_t kSpread[16] = {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9};
       alignas(16) static constexpr std::uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
       const V8 hb = hn::TableLookupBytes(raw, hn::LoadDup128(du8, kSpread));
@@ -116,17 +128,17 @@ HWY_INLINE hn::Vec<DU8> DictBytesLookup(DU8 du8, const std::uint8_t* HWY_RESTRIC
   if constexpr (kBits >= 5) {
     auto full = hn::Or(x.idx, hn::And(hn::VecFromMask(du8, x.bit4), hn::Set(du8, 0x10)));
     if constexpr (kBits == 6) full = hn::Or(full, hn::And(hn::VecFromMask(du8, x.bit5), hn::Set(du8, 0x20)));
+    // (One multi-register load: built from four loads, the table was copied into consecutive
+    // registers on every call, 16 moves per slab at 6 bits.)
     if constexpr (kBits == 5) {
-      const uint8x16x2_t tab = {{vld1q_u8(plane), vld1q_u8(plane + 16)}};
-      return hn::Vec<DU8>(vqtbl2q_u8(tab, full.raw));
+      return hn::Vec<DU8>(vqtbl2q_u8(vld1q_u8_x2(plane), full.raw));
     } else {
-      const uint8x16x4_t tab = {{vld1q_u8(plane), vld1q_u8(plane + 16), vld1q_u8(plane + 32), vld1q_u8(plane + 48)}};
-      return hn::Vec<DU8>(vqtbl4q_u8(tab, full.raw));
+      return hn::Vec<DU8>(vqtbl4q_u8(vld1q_u8_x4(plane), full.raw));
     }
   }
 #endif
   const auto v0 = hn::TableLookupBytes(hn::LoadDup128(du8, plane), x.idx);
-  if constexpr (kBits == 4) return v0;
+  if constexpr (kBits <= 4) return v0;
   const auto v1 = hn::TableLookupBytes(hn::LoadDup128(du8, plane + 16), x.idx);
   const auto lo = hn::IfThenElse(x.bit4, v1, v0);
   if constexpr (kBits == 5) return lo;

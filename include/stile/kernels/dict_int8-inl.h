@@ -30,7 +30,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // The scalar decode of rows [16 g, 16 g + 16) (those below N): packed and col_sums as for
-// DictToInt8 below. The reference, and the path of targets without byte shuffles and of k < 4.
+// DictToInt8 below. The reference, and the path of targets without byte shuffles and of a
+// group's last rows below 16.
 inline void DictGroupToInt8Scalar(const DictMatrix& m, const std::int8_t* table, std::size_t g, std::size_t nr,
                                   std::int8_t* packed, std::int32_t* col_sums) {
   const std::size_t K = m.n_cols, Kp = int8_padded_k(K), sb = quant::slab_bytes(m.bits);
@@ -49,7 +50,7 @@ inline void DictGroupToInt8Scalar(const DictMatrix& m, const std::int8_t* table,
 }
 
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-// One whole group g (16 rows, all below N) at kBits in 4..6, 128-bit vectors: for each 4 k, the
+// One whole group g (16 rows, all below N) at kBits in 2..6, 128-bit vectors: for each 4 k, the
 // four slabs' int8 values (16 rows each) are zipped into rows 0-3, 4-7, 8-11, 12-15 of 4 bytes.
 template <unsigned kBits>
 HWY_NOINLINE void DictGroupToInt8(const DictMatrix& m, const std::uint8_t* table, std::size_t g, std::size_t nr,
@@ -120,6 +121,8 @@ struct DictToInt8 {
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
       if (whole) {
         switch (m.bits) {
+          case 2: DictGroupToInt8<2>(m, utable, g, nr, packed, col_sums); continue;
+          case 3: DictGroupToInt8<3>(m, utable, g, nr, packed, col_sums); continue;
           case 4: DictGroupToInt8<4>(m, utable, g, nr, packed, col_sums); continue;
           case 5: DictGroupToInt8<5>(m, utable, g, nr, packed, col_sums); continue;
           case 6: DictGroupToInt8<6>(m, utable, g, nr, packed, col_sums); continue;

@@ -93,10 +93,12 @@ inline void gemm_dict_int8(std::size_t M, const float* A, std::size_t lda, const
                            std::size_t ldc, ThreadPool* pool = nullptr,
                            ActivationQuant aq = ActivationQuant::kPerRow) {
   gemm_int8(M, A, lda, w.int8.view, C, ldc, epilogue::None{}, pool, aq);
-  for (std::size_t i = 0; i < w.outlier_v.size(); ++i) {
-    const std::size_t n = w.outlier_n[i], k = w.outlier_k[i];
-    const float v = w.outlier_v[i];
-    for (std::size_t m = 0; m < M; ++m) C[m * ldc + n] += A[m * lda + k] * v;
+  // Row by row: a row of A and of C stay in L1 while every outlier is added into it.
+  const std::size_t n_out = w.outlier_v.size();
+  for (std::size_t m = 0; m < M; ++m) {
+    const float* a = A + m * lda;
+    float* c = C + m * ldc;
+    for (std::size_t i = 0; i < n_out; ++i) c[w.outlier_n[i]] += a[w.outlier_k[i]] * w.outlier_v[i];
   }
 }
 
