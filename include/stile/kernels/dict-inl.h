@@ -15,6 +15,8 @@
 //      bitwidth and vector width (DictAutoLookup below); on AVX-512, 32- and 64-entry tables are
 //      looked up two 16-entry slices at a time (vpermt2ps);
 // then the outliers of the panel are patched over it (a binary search in the sorted keys).
+// Whole groups at 4..6 bits on AVX2, SSE4 (4, 5) and NEON take the byte-plane decoder of
+// dict_bytes-inl.h instead (DictLookup::kBytes): byte shuffles over the centroids' bytes.
 // Vectors that start off a vector boundary (stacked blocks of odd row counts) and the scalar
 // target take a plain scalar loop over quant::slab_index.
 #if defined(STILE_KERNELS_DICT_INL_H_) == defined(HWY_TARGET_TOGGLE)
