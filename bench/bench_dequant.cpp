@@ -3,11 +3,15 @@
 //       fp32 packed weights;
 //   (b) the fused dequant-GEMM (DictMatrix) against the fp32 GEMM on PackedF32 weights (what the
 //       encoder runs today), BERT-base and MiniLM layer shapes, M = 32 and 128 tokens;
-//   (c) fused against decode-then-GEMM (decode_to_packed, then the PackedF32 GEMM).
+//   (c) fused against decode-then-GEMM (decode_to_packed, then the PackedF32 GEMM);
+//   (d) the int8 path: decode_to_int8 (centroids rounded to int8, outliers exact in fp32) then the
+//       int8 GEMM, against the fused fp32 dequant-GEMM, and the error it adds.
 // The weights are made on the spot: Gaussian random, quantized with stile's own quantizer.
 //
-//   bench_dequant [--quick] [--target NAME] [--part a|b|c]
+//   bench_dequant [--quick] [--target NAME] [--part a|b|c|d] [--no-dot]
 //     NAME: a Highway target this CPU has (e.g. SSE4), to compare the lookups on it.
+//     --no-dot: the int8 GEMM without VNNI / AVX-VNNI / sdot (what an AVX2 CPU without them runs).
+//     --outlier-ll X: the quantizer's outlier threshold (more outliers: the real model has ~0.5%).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +28,7 @@
 #include "cli.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/kernels/dict.hpp"
+#include "stile/kernels/dict_int8.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
@@ -43,12 +48,16 @@ struct Quantized {
   stile::DictMatrix view;
 };
 
+// The quantizer's outlier threshold (--outlier-ll): its default keeps 0.04% of Gaussian weights
+// as outliers, the real model's layers have 0.5-0.6% (docs/results.md, issue 4).
+double g_outlier_ll = stile::quant::QuantizerOptions{}.outlier_log_likelihood;
+
 Quantized quantize(const std::vector<float>& w, std::size_t rows, std::size_t cols, unsigned bits) {
   namespace quant = stile::quant;
   Quantized out;
   const std::span<const float> all(w);
   const quant::GaussianFit fit = quant::fit_gaussian(std::span<const std::span<const float>>(&all, 1));
-  const quant::OutlierBounds bounds = quant::outlier_bounds(fit, quant::QuantizerOptions{}.outlier_log_likelihood);
+  const quant::OutlierBounds bounds = quant::outlier_bounds(fit, g_outlier_ll);
   out.packed.resize(quant::packed_bytes(rows, cols, bits));
   if (bits == 32) {
     std::vector<float> slabs(out.packed.size() / sizeof(float));
@@ -99,18 +108,23 @@ bool force_target(const std::string& name) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abc", target;
+  std::string parts = "abcd", target;
   stile_cli::Parser cli("bench_dequant", "[options]",
                         "The dictionary codec in the GEMM, single thread: (a) panel decode throughput, (b) the fused "
                         "dequant-GEMM against the fp32 GEMM, (c) fused against decode-then-GEMM.");
   cli.toggle("--quick", "fewer rounds and batches", quick);
   cli.flag("--target", "NAME", "a Highway target this CPU has (e.g. SSE4), to compare the lookups on it", target);
-  cli.flag("--part", "LETTERS", "which parts to run, of a, b, c", parts);
+  cli.flag("--part", "LETTERS", "which parts to run, of a, b, c, d", parts);
+  bool no_dot = false;
+  cli.flag("--outlier-ll", "X", "outlier threshold: log-likelihood under the Gaussian fit (default -4; -1.65 gives about 0.5%)",
+           g_outlier_ll);
+  cli.toggle("--no-dot", "int8 GEMM without the dot-product instructions (VNNI, AVX-VNNI, sdot)", no_dot);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (!target.empty() && !force_target(target)) {
     fmt::print(stderr, "target {} is not supported here or not compiled\n", target);
     return 1;
   }
+  if (no_dot) stile::detail::int8_dot_disabled() = true;
   const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
   stile::ThreadPool pool(1);
   std::mt19937 rng(42);
@@ -131,25 +145,26 @@ int main(int argc, char** argv) {
     const std::vector<float> w = gaussian(N * K, rng);
     fmt::print("(a) panel decode, {} x {}: GB/s of fp32 written into the L1 panel buffer (what the GEMM reads)\n", N,
                K);
-    fmt::print("{:>9} {:>10} | {:>8} {:>8} {:>8}   (auto: what the GEMM uses)\n", "bits", "outliers", "tree", "gather",
-               "auto");
+    fmt::print("{:>9} {:>10} | {:>8} {:>8} {:>8} {:>8}   (auto: what the GEMM uses)\n", "bits", "outliers", "tree",
+               "gather", "bytes", "auto");
     std::vector<Quantized> qs;
     for (const unsigned bits : kBits) qs.push_back(quantize(w, N, K, bits));
     qs.push_back(quantize(w, N, K, 32));
     for (const Quantized& q : qs) {
-      double t[3] = {1e30, 1e30, 1e30};
-      const stile::DictLookup lookups[3] = {stile::DictLookup::kTree, stile::DictLookup::kGather,
-                                            stile::DictLookup::kAuto};
+      double t[4] = {1e30, 1e30, 1e30, 1e30};
+      const stile::DictLookup lookups[4] = {stile::DictLookup::kTree, stile::DictLookup::kGather,
+                                            stile::DictLookup::kBytes, stile::DictLookup::kAuto};
       for (int r = 0; r < rounds; ++r) {
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < 4; ++i) {
           t[i] = std::min(t[i], stile::bench::median_seconds(
                                     [&] { stile::detail::decode_panels_in_gemm_order(q.view, lookups[i]); }, batches));
         }
       }
       const bool fp32 = q.view.bits == 32;
-      fmt::print("{:>9} {:>9.3f}% | {:>8.1f} {:>8.1f} {:>8.1f}\n", q.view.bits,
+      // (bytes below 4 bits, or on a target whose panels it does not take, is the automatic choice.)
+      fmt::print("{:>9} {:>9.3f}% | {:>8.1f} {:>8.1f} {:>8.1f} {:>8.1f}\n", q.view.bits,
                  100.0 * double(q.view.n_outliers) / double(N * K), out_bytes / t[0] * 1e-9,
-                 fp32 ? 0.0 : out_bytes / t[1] * 1e-9, out_bytes / t[2] * 1e-9);
+                 fp32 ? 0.0 : out_bytes / t[1] * 1e-9, out_bytes / t[2] * 1e-9, out_bytes / t[3] * 1e-9);
     }
     // Beside it: memcpy of the same fp32 bytes, and a read of them as PackedF32 (xor of the bits:
     // the GEMM on PackedF32 streams its panels from memory once per call, like this).
@@ -189,7 +204,7 @@ int main(int argc, char** argv) {
     std::vector<float> C[2];
   };
   std::vector<Layer> layers;
-  if (parts.find_first_of("bc") != std::string::npos) {
+  if (parts.find_first_of("bcd") != std::string::npos) {
     for (const Shape& s : shapes) {
       Layer& l = layers.emplace_back();
       l.s = s;
@@ -276,6 +291,99 @@ int main(int argc, char** argv) {
         fmt::print("\n");
       }
     }
+  }
+  // (d) The int8 path: decode_to_int8 then the int8 GEMM (outliers added in fp32), against the
+  // fused fp32 dequant-GEMM; "int8 only": the GEMM on weights decoded once beforehand.
+  if (parts.find('d') != std::string::npos) {
+    const stile::Int8Packing packing = stile::int8_packing();
+    fmt::print(
+        "(d) int8 path: microseconds of the fused fp32 dequant-GEMM, of decode_to_int8 + gemm_dict_int8, and of\n"
+        "    gemm_dict_int8 alone (weights decoded beforehand); ratios to fused. int8 weights: +-{} ({}), panel {}\n",
+        packing.weight_max, packing.weight_max == 127 ? "dot product" : "7 bits, no dot product", packing.nr);
+    fmt::print("    outliers: {:.3f}% of the weights (threshold: log-likelihood < {})\n",
+               100.0 * double(layers[0].q[0].view.n_outliers) / double(layers[0].s.N * layers[0].s.K), g_outlier_ll);
+    fmt::print("{:>6} {:>5} {:>5} {:>4} |", "model", "N", "K", "M");
+    for (const unsigned bits : kBits) fmt::print(" {:>7} {:>5} {:>5}", fmt::format("k={}", bits), "dec+", "only");
+    fmt::print("\n");
+    double sum_log[5][2] = {}, werr[5] = {}, cerr[5] = {};
+    int count = 0;
+    for (Layer& l : layers) {
+      std::vector<stile::DictInt8Weights> w8;
+      for (std::size_t b = 0; b < 5; ++b) w8.push_back(stile::decode_to_int8(l.q[b].view));
+      for (std::size_t mi = 0; mi < 2; ++mi) {
+        double t_fused[5], t_dec[5], t_only[5];
+        std::fill(t_fused, t_fused + 5, 1e30);
+        std::fill(t_dec, t_dec + 5, 1e30);
+        std::fill(t_only, t_only + 5, 1e30);
+        const std::size_t M = ms[mi];
+        for (int r = 0; r < rounds; ++r) {
+          for (std::size_t b = 0; b < 5; ++b) {
+            t_fused[b] = std::min(t_fused[b], gemm_time(l, mi, l.q[b].view));
+            t_dec[b] = std::min(t_dec[b], stile::bench::median_seconds(
+                                              [&] {
+                                                const stile::DictInt8Weights d = stile::decode_to_int8(l.q[b].view);
+                                                stile::gemm_dict_int8(M, l.A[mi].data(), l.s.K, d, l.C[mi].data(),
+                                                                      l.s.N, &pool);
+                                              },
+                                              batches));
+            t_only[b] = std::min(t_only[b], stile::bench::median_seconds(
+                                                [&] {
+                                                  stile::gemm_dict_int8(M, l.A[mi].data(), l.s.K, w8[b],
+                                                                        l.C[mi].data(), l.s.N, &pool);
+                                                },
+                                                batches));
+          }
+        }
+        fmt::print("{:>6} {:>5} {:>5} {:>4} |", l.s.model, l.s.N, l.s.K, M);
+        for (std::size_t b = 0; b < 5; ++b) {
+          fmt::print(" {:>7.1f} {:>5.2f} {:>5.2f}", t_fused[b] * 1e6, t_dec[b] / t_fused[b], t_only[b] / t_fused[b]);
+          sum_log[b][0] += std::log(t_dec[b] / t_fused[b]);
+          sum_log[b][1] += std::log(t_only[b] / t_fused[b]);
+        }
+        fmt::print("\n");
+        ++count;
+        if (mi == 1) continue;
+        // The error the int8 path adds, at M = 32: weights (s q against the centroid or outlier)
+        // and outputs (against the fused fp32 GEMM's), each as RMS error / RMS value.
+        for (std::size_t b = 0; b < 5; ++b) {
+          std::vector<float> dense(l.s.N * l.s.K), ref(M * l.s.N), got(M * l.s.N);
+          stile::dequantize(l.q[b].view, dense.data());
+          const stile::DictInt8Weights& d = w8[b];
+          double e2 = 0, v2 = 0;
+          for (std::size_t n = 0; n < l.s.N; ++n) {
+            for (std::size_t k = 0; k < l.s.K; ++k) {
+              double x = d.scale * d.int8.view.stored(n, k);
+              const double truth = dense[n * l.s.K + k];
+              e2 += (x - truth) * (x - truth);
+              v2 += truth * truth;
+            }
+          }
+          for (std::size_t i = 0; i < d.outlier_v.size(); ++i) {  // outliers are exact: undo their stored 0
+            const double t = d.outlier_v[i];
+            e2 -= t * t;
+          }
+          werr[b] = std::max(werr[b], std::sqrt(std::max(e2, 0.0) / v2));
+          stile::gemm(M, l.A[mi].data(), l.s.K, l.q[b].view, ref.data(), l.s.N, stile::epilogue::None{}, &pool);
+          stile::gemm_dict_int8(M, l.A[mi].data(), l.s.K, d, got.data(), l.s.N, &pool);
+          e2 = v2 = 0;
+          for (std::size_t i = 0; i < ref.size(); ++i) {
+            e2 += double(got[i] - ref[i]) * double(got[i] - ref[i]);
+            v2 += double(ref[i]) * double(ref[i]);
+          }
+          cerr[b] = std::max(cerr[b], std::sqrt(e2 / v2));
+        }
+      }
+    }
+    fmt::print("{:>23} |", "geometric mean");
+    for (std::size_t b = 0; b < 5; ++b) {
+      fmt::print(" {:>7} {:>5.2f} {:>5.2f}", "", std::exp(sum_log[b][0] / count), std::exp(sum_log[b][1] / count));
+    }
+    fmt::print("\n{:>23} |", "weight error (worst)");
+    for (std::size_t b = 0; b < 5; ++b) fmt::print(" {:>19.2e}", werr[b]);
+    fmt::print("\n{:>23} |", "output error (worst)");
+    for (std::size_t b = 0; b < 5; ++b) fmt::print(" {:>19.2e}", cerr[b]);
+    fmt::print("\n(errors: RMS error / RMS value, against the dictionary weights and the fused fp32 GEMM's output, M = 32;\n"
+               " the output error includes the activations' u8 quantization)\n");
   }
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -32,6 +33,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "stile/kernels/hwy_config.hpp"  // before any Highway header
+
+#include <hwy/targets.h>
 
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
@@ -214,6 +219,20 @@ class Parser {
                 "the Arm Compute Library BERT recipe), ibert (I-BERT's integer-only GELU, softmax and LayerNorm)",
                 name)
         .one_of({stile::kPrecisionPresets.begin(), stile::kPrecisionPresets.end()});
+  }
+  // A Highway SIMD target the CPU has (e.g. AVX2, SSE4), forced for the whole run: to measure a
+  // narrower machine's code paths on this one. (Applied when parsed: before any kernel runs.)
+  Flag& simd_target() {
+    return flag("--target", "NAME", "run the SIMD kernels for this Highway target (e.g. AVX2, SSE4; default: the best)",
+                [](std::string_view v) {
+                  for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
+                    if (v == hwy::TargetName(t)) {
+                      hwy::SetSupportedTargetsForTest(t);
+                      return;
+                    }
+                  }
+                  throw UsageError{fmt::format("--target: {} is not a target this CPU has and stile compiled", v)};
+                });
   }
   // 0 is the default: one per core (ThreadPool's meaning of 0), as the tools have always taken it.
   Flag& threads(std::size_t& n, std::string help = "compute threads (0 or unset: one per core)") {

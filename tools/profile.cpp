@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   cli.storage(options.storage_name);
   cli.backend(backend_options);
   cli.threads(threads, "compute threads (default: one per core, or $STILE_NUM_THREADS)");
+  cli.simd_target();
   cli.flag("--repeats", "R", "timed runs per measurement, after one warm-up", options.repeats).at_least(1);
   cli.flag("--lengths", "LIST", "token-length buckets (clamped to the model's max_position_embeddings)",
            options.lengths)

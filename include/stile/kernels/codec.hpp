@@ -117,8 +117,9 @@ inline void validate_weights(const DictMatrix& m) {
 }
 
 // How the dictionary decoder (dict-inl.h) turns indices into centroids: kAuto is what the GEMM
-// uses (per target and bitwidth, as measured); the others force one way, for benchmarks.
-enum class DictLookup : std::uint8_t { kAuto, kTree, kGather };
+// uses (per target and bitwidth, as measured); the others force one way, for benchmarks (kBytes
+// where it does not apply, below 4 bits or on panels narrower than 8, falls back to kAuto).
+enum class DictLookup : std::uint8_t { kAuto, kTree, kGather, kBytes };
 
 // A weight matrix made of DictMatrix blocks, each at its own bitwidth, stacked along the output
 // rows (blocks of equal cols: Q/K/V and FFN1 slices of the chosen shards) or along the input

@@ -15,6 +15,8 @@
 //      bitwidth and vector width (DictAutoLookup below); on AVX-512, 32- and 64-entry tables are
 //      looked up two 16-entry slices at a time (vpermt2ps);
 // then the outliers of the panel are patched over it (a binary search in the sorted keys).
+// Whole groups at 4..6 bits on AVX2, SSE4 (4, 5) and NEON take the byte-plane decoder of
+// dict_bytes-inl.h instead (DictLookup::kBytes): byte shuffles over the centroids' bytes.
 // Vectors that start off a vector boundary (stacked blocks of odd row counts) and the scalar
 // target take a plain scalar loop over quant::slab_index.
 #if defined(STILE_KERNELS_DICT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -34,6 +36,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/kernels/codec.hpp"
+#include "stile/kernels/dict_bytes-inl.h"
 #include "stile/kernels/pack-inl.h"
 #include "stile/quant/packed_layout.hpp"
 
@@ -69,21 +72,32 @@ constexpr bool DictSimd() {
   return HWY_TARGET != HWY_SCALAR && DictLanes<kNR>() >= 4;
 }
 
-// The lookup each bitwidth uses with L-lane vectors, chosen by measurement (bench_dequant table
-// (a), GB/s of fp32 decoded into L1, tree / gather, on an AMD EPYC Zen3 core):
-//   8 lanes (AVX2):  2 bits 50.6 / 8.8, 3: 25.3 / 8.0, 4: 26.5 / 8.8, 5: 13.3 / 7.9, 6: 6.1 / 8.1.
-//     The tree costs one 8-entry vpermps per 8 centroids (about 1.2 cycles each on Zen3) plus
-//     the selects; the hardware gather costs the same at any size (about 11 cycles per vector).
-//   4 lanes (SSE4):  2: 16.5 / 7.6, 3: 10.0 / 6.7, 4: 7.3 / 7.5, 5: 4.3 / 6.8, 6: 2.4 / 7.2;
-//            (SSSE3: 2: 10.9 / 7.1, 3: 5.8 / 4.8, 4: 4.9 / 7.1, 5: 2.7 / 4.8, 6: 1.5 / 5.0).
-//     Four-entry lookups make the tree deep; the gather is emulated with scalar loads.
-//   NEON (4 lanes) follows SSE4 (its lookups and gathers are built the same way; not measured).
-//   16 lanes (AVX-512) uses the tree: 16-entry lookups need at most 4 of them (not measured).
+// The lookup each bitwidth uses with L-lane vectors where the byte-plane decoder does not apply
+// (a group's last rows, blocks off a group boundary, k < 4), chosen by bench_dequant (a): figures
+// in docs/results.md (issue 4 and issue 23 sections).
+//   8 lanes (AVX2): the tree costs one 8-entry vpermps per 8 centroids plus the selects; the
+//     hardware gather costs the same at any size, which on a Zen 3 core beat the tree at 6 bits.
+//   4 lanes (SSE4, NEON): four-entry lookups make the tree deep; the gather is emulated with
+//     scalar loads and still wins from 4 bits.
+//   16 lanes (AVX-512): the tree, with 32-entry two-table lookups (vpermt2ps).
 template <unsigned kBits, std::size_t kLanes>
-constexpr DictLookup DictAutoLookup() {
+constexpr DictLookup DictVectorLookup() {
   if constexpr (kLanes >= 16) return DictLookup::kTree;
   if constexpr (kLanes == 8) return kBits <= 5 ? DictLookup::kTree : DictLookup::kGather;
   return kBits <= 3 ? DictLookup::kTree : DictLookup::kGather;
+}
+// The byte-plane decoder (dict_bytes-inl.h) where it applies, as measured (docs/results.md, issue
+// 23): faster than the above at 4..6 bits on AVX2 (5 and 6 bits most), and on SSE4 at 4 and 5
+// bits (its 8-column panels keep half of each decoded slab, which at 6 bits loses to the gather);
+// on NEON tbl looks up 32 or 64 bytes in one instruction (compared by instruction count: qemu's
+// time means nothing). AVX-512 keeps its two-table tree, faster than bytes at 256 bits.
+template <std::size_t kNR, unsigned kBits, std::size_t kLanes>
+constexpr DictLookup DictAutoLookup() {
+  constexpr bool kSse = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3;
+  if constexpr (kLanes <= 8 && kBits >= 4 && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) {
+    return DictLookup::kBytes;
+  }
+  return DictVectorLookup<kBits, kLanes>();
 }
 
 // The centroids, copied once per block decode into an aligned table that the lookups load
@@ -313,15 +327,32 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
                                   float* HWY_RESTRICT out, std::size_t col) {
   constexpr std::size_t kSlab = quant::slab_bytes(kBits);
   const std::size_t group_stride = m.n_cols * kSlab;
-  const DictTable<kBits> table(m);
   float* HWY_RESTRICT dst = out + col;
   bool done = false;
   if constexpr (DictSimd<kNR>()) {
     const hn::CappedTag<float, DictLanes<kNR>()> d;
     constexpr std::size_t kLanes = hn::MaxLanes(d);
-    constexpr DictLookup kUse = kLookup == DictLookup::kAuto ? DictAutoLookup<kBits, kLanes>() : kLookup;
-    if (r0 % kLanes == 0 && col % kLanes == 0) {
-      for (std::size_t i = 0; i < cnt; i += kLanes) {
+    constexpr DictLookup kAsked = kLookup == DictLookup::kAuto ? DictAutoLookup<kNR, kBits, kLanes>() : kLookup;
+    constexpr bool kBytes = kAsked == DictLookup::kBytes && DictBytesSupported<kNR, kBits>();
+    // (kBytes asked where it does not apply: the automatic choice among the others.)
+    constexpr DictLookup kUse = kAsked != DictLookup::kBytes ? kAsked : DictVectorLookup<kBits, kLanes>();
+    std::size_t first = 0;  // rows [0, first) done by the byte-plane decoder
+    if constexpr (kBytes) {
+      // Whole groups (or halves of groups, kNR = 8) that start on a group (half) boundary.
+      constexpr std::size_t kW = kNR < quant::kGroupRows ? kNR : quant::kGroupRows;
+      if (r0 % kW == 0 && col % kW == 0 && cnt >= kW) {
+        const DictBytePlanes<kBits> planes(m.centroids);
+        const std::uint8_t* end = m.packed + quant::packed_bytes(m.n_rows, m.n_cols, kBits);
+        for (; first + kW <= cnt; first += kW) {
+          const std::size_t r = r0 + first;
+          const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
+          DictDecodeBytes<kNR, kBits>(planes, slab, end, r % quant::kGroupRows, kc, dst + first);
+        }
+      }
+    }
+    if (first < cnt && (r0 + first) % kLanes == 0 && (col + first) % kLanes == 0) {
+      const DictTable<kBits> table(m);
+      for (std::size_t i = first; i < cnt; i += kLanes) {
         const std::size_t r = r0 + i;
         const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
         const std::size_t o = r % quant::kGroupRows;
@@ -331,10 +362,11 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
           DictDecodeVectors<kNR, kBits, kUse, true>(d, table.values, slab, o, kc, cnt - i, dst + i);
         }
       }
-      done = true;
     }
+    done = first == cnt || ((r0 + first) % kLanes == 0 && (col + first) % kLanes == 0);
   }
   if (!done) {
+    const DictTable<kBits> table(m);
     for (std::size_t i = 0; i < cnt; ++i) {
       const std::size_t r = r0 + i, j = r % quant::kGroupRows;
       const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;

@@ -69,6 +69,7 @@ void decode_panels_in_gemm_order(const DictMatrix& w, DictLookup lookup = DictLo
   switch (lookup) {
     case DictLookup::kTree: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kTree>>(w);
     case DictLookup::kGather: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kGather>>(w);
+    case DictLookup::kBytes: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kBytes>>(w);
     default: return sweep_dict_panels<DictSweepConfig<Tiles, DictLookup::kAuto>>(w);
   }
 }
@@ -161,4 +162,6 @@ extern template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kTree>>(const stile::DictMatrix&);
 extern template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kGather>>(const stile::DictMatrix&);
+extern template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kBytes>>(const stile::DictMatrix&);
 #endif

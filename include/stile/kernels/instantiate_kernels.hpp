@@ -19,6 +19,7 @@
 #include "stile/kernels/active_target.hpp"
 #include "stile/kernels/activation.hpp"
 #include "stile/kernels/gemm_impl.hpp"
+#include "stile/kernels/dict_int8.hpp"
 #include "stile/kernels/int8_gemm_impl.hpp"
 #include "stile/kernels/rowwise.hpp"
 
@@ -101,6 +102,8 @@ template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kTree>>(const stile::DictMatrix&);
 template void stile::detail::sweep_dict_panels<
     stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kGather>>(const stile::DictMatrix&);
+template void stile::detail::sweep_dict_panels<
+    stile::detail::DictSweepConfig<stile::DefaultTiles, stile::DictLookup::kBytes>>(const stile::DictMatrix&);
 #endif  // part 0
 
 #define STILE_DEFINE_GEMM_INSTANCE(W, E)                                                     \
@@ -147,6 +150,13 @@ void quantize_activations_on_target(std::size_t M, const float* A, std::size_t l
                       ThreadPool*);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(QuantizeActivationsOnTarget);
   choose_target(kTable)(M, A, lda, K, aq, out, pool);
+}
+
+void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed,
+                            std::int32_t* col_sums) {
+  using Fn = void (*)(const DictMatrix&, const std::int8_t*, std::int8_t*, std::int32_t*);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(DictToInt8::Run);
+  choose_target(kTable)(m, table, packed, col_sums);
 }
 
 }  // namespace stile::detail
