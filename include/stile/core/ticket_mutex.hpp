@@ -16,6 +16,11 @@ class TicketMutex {
     const std::uint64_t ticket = next_++;
     turn_.wait(guard, [&] { return serving_ == ticket; });
   }
+  // Tickets handed out so far: the callers that have arrived (holding, waiting or gone).
+  std::uint64_t tickets_taken() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return next_;
+  }
   void unlock() {
     {
       std::lock_guard<std::mutex> guard(mutex_);
