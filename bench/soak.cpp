@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   std::vector<double> targets{40, 60, 100};
   std::vector<double> preload_kbs{0, 1024, 2048};
   std::vector<double> word_cache_kbs{0, 64, 128};
-  std::string inject = "seed=1; eio@p=0.0003; short@p=0.0003; corrupt@p=0.0003; late@p=0.0005,x=10-100";
+  // Per read; a request makes ~20-150 reads (word rows, layer runs): ~1% of requests meet each kind.
+  std::string inject = "seed=1; eio@p=0.0001; short@p=0.0001; corrupt@p=0.0001; late@p=0.0002,x=10-100";
   std::string json_path;
   stile::EngineOptions options;
   options.storage = "emmc";
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   cli.storage(options.storage);
   cli.backend(options.backend);
   cli.threads(options.threads);
+  cli.toggle("--reprofile", "online re-profiling: re-plan as measured times drift from the profile",
+             options.reprofile);
   cli.flag("--json", "FILE", "write the report as JSON", json_path);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
@@ -238,7 +241,7 @@ int main(int argc, char** argv) {
                           {"mean_latency_ms", served ? latency_sum / static_cast<double>(served) : 0.0},
                           {"rss_start", rss_start},   {"rss_open", rss_open},     {"rss_1000", rss_1000},
                           {"rss_end", rss_end},       {"inject", inject},         {"storage", options.storage},
-                          {"backend", engine.backend_description()}};
+                          {"backend", engine.backend_description()}, {"reprofile", options.reprofile}};
       stile::write_file_atomically(json_path, j.dump(1) + "\n");
     }
     return lost == 0 && unexplained == 0 && undetected == 0 ? 0 : 1;

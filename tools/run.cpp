@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
              [&] { options.mode = stile::PipelineMode::load_then_execute; });
   cli.flag("--trace", "FILE", "write the last request's timeline as Chrome trace JSON", trace);
   cli.toggle("--verbose", "print every layer of the timeline", verbose);
+  cli.toggle("--reprofile",
+             "online re-profiling: compare each request's measured IO and compute with the profile and re-plan "
+             "when they drift (a device busier than when it was profiled)",
+             options.reprofile);
   cli.flag("--inject", "SCRIPT",
            "inject read faults (io/fault_injection.hpp): items separated by ';', each KIND@n=N (the N-th read) or "
            "KIND@p=P (each read with chance P), KIND one of eio, short, late (x=LO-HI: 10-100x the read's time; "

@@ -100,6 +100,12 @@ struct EngineOptions {
   // Faults injected into the reads (io/fault_injection.hpp; outside the storage emulator, so a
   // late read's spike is a multiple of the emulated time); null: none. For tests and soaks.
   std::shared_ptr<FaultInjector> faults{};
+  // Online re-profiling (plan/load_tracker.hpp; needs a device profile): after each planned
+  // request, compare its measured compute and IO with the profile's, keep the median ratio of
+  // the last 15 requests, and re-plan with the profile scaled by it when it moves by more than 5%
+  // (a device busier than when it was profiled gets smaller plans; one that is idle again, the
+  // profiled ones).
+  bool reprofile = false;
 };
 
 struct EngineResult {
@@ -119,6 +125,7 @@ struct EngineResult {
   bool deadline_missed = false;           // timeline.total_ms > target_ms > 0
   std::string deadline_note;              // when missed: the latency, the target and what stalled
   std::optional<std::size_t> stalled_layer;  // when missed: the layer whose read stalled compute longest
+  double io_scale = 1, compute_scale = 1;  // reprofile: the profile's scaling this request was planned with
 };
 
 class Engine {

@@ -40,6 +40,7 @@
 #include "stile/pipeline/word_rows.hpp"
 #include "stile/pipeline/working_buffer.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/plan/load_tracker.hpp"
 #include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/planner.hpp"
 #include "stile/store/shard_store.hpp"
@@ -68,6 +69,7 @@ class EngineCore {
     if (profile) {
       check_profile(*profile);
       PlannerOptions planner = planner_options(*profile);
+      if (options_.reprofile) base_profile_ = *profile;
       planner_.emplace(std::move(*profile), options_.ranking, std::move(planner));
     }
   }
@@ -82,7 +84,11 @@ class EngineCore {
   // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
   const std::string& backend_note() const noexcept { return backend_note_; }
   // The device profile the planner uses; null when the engine has none.
-  const DeviceProfile* profile() const noexcept { return planner_ ? &planner_->profile() : nullptr; }
+  // (As measured: with reprofile the planner's own is a scaled copy, replaced as the load changes.)
+  const DeviceProfile* profile() const noexcept {
+    if (base_profile_) return &*base_profile_;
+    return planner_ ? &planner_->profile() : nullptr;
+  }
 
   void set_target_ms(double target_ms) {
     std::lock_guard<TicketMutex> lock(mutex_);
@@ -113,10 +119,11 @@ class EngineCore {
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads) {
     ShardRanking ranking = options_.ranking;
-    if (planner_) ranking = checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
+    if (const DeviceProfile* p = profile()) ranking = checked_importance(*p, options_.ranking, options_.importance).ranking;
     Classifier::check_heads(heads, store_.num_layers(), store_.shards_per_layer(), config().hidden, ranking);
     std::lock_guard<TicketMutex> lock(mutex_);
-    if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
+    shape_accuracy_ = heads.shape_accuracy();
+    if (planner_) planner_->set_shape_accuracy(shape_accuracy_);
     classifier_.set_heads(std::move(heads));
   }
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
@@ -182,6 +189,9 @@ class EngineCore {
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
     report_deadline(r, options_.target_ms);
+    r.io_scale = load_scale_.io;
+    r.compute_scale = load_scale_.compute;
+    if (planner_ && options_.reprofile) track_load(r.timeline, planned.compute_ms / load_scale_.compute);
     return r;
   }
   // Runs the caller's plan; the preload buffer keeps its first shards in layer order that fit.
@@ -245,6 +255,18 @@ class EngineCore {
     if (r.stalled_layer.has_value() == false && stall_ms <= 0) {
       r.deadline_note += concat("; compute took ", float_text(static_cast<float>(t.compute_ms())), " ms");
     }
+  }
+
+  // Online re-profiling: the request's times against the unscaled profile; a new planner on the
+  // scaled profile when they have drifted (its plan cache starts empty).
+  void track_load(const Timeline& t, double profiled_compute_ms) {
+    load_.observe(*base_profile_, t, profiled_compute_ms);
+    if (!load_.should_replan(load_scale_)) return;
+    load_scale_ = load_.measured();
+    DeviceProfile scaled = LoadTracker::scaled(*base_profile_, load_scale_);
+    PlannerOptions planner = planner_options(scaled);
+    planner_.emplace(std::move(scaled), options_.ranking, std::move(planner));
+    if (shape_accuracy_) planner_->set_shape_accuracy(shape_accuracy_);
   }
 
   // The planner's view of this engine: the store's version sizes, its reads as the layer reader
@@ -428,6 +450,10 @@ class EngineCore {
   WordRowReader word_rows_;
   StoreResidents residents_;
   std::optional<Planner> planner_;  // with a device profile
+  std::optional<DeviceProfile> base_profile_;  // reprofile: the profile as measured (planner_'s is scaled)
+  LoadTracker load_;
+  LoadScale load_scale_;  // the scaling planner_'s profile has
+  std::function<double(std::size_t, std::size_t)> shape_accuracy_;  // the heads' (set_heads), for a new planner
   WordPieceTokenizer tokenizer_;
   Classifier classifier_;
   ThreadPool pool_;

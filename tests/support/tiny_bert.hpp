@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "stile/plan/device_profile.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
 #include "support/random_bert.hpp"
 #include "support/rng.hpp"
@@ -36,6 +38,30 @@ inline stile::Encoding tiny_tokens(std::size_t n, std::size_t salt = 0) {
     e.attention_mask.push_back(1);
   }
   return e;
+}
+
+// A made-up device profile for a tiny store (4 shards a layer, bits {4, 32}): compute 0.2 ms x
+// shards x (length bucket index + 1) x (bitwidth index + 1) a layer, 0.4 / 2.0 ms a version's
+// read. Plans it gives change with the target and the preload budget, which is what the engine
+// tests need of it.
+inline stile::DeviceProfile tiny_profile(const std::filesystem::path& store) {
+  const stile::ShardStore s = stile::ShardStore::open(store);
+  stile::DeviceProfile p;
+  p.machine = {{"store", store.filename().string()}};
+  p.bits = {4, 32};
+  p.io_ms = {0.4, 2.0};
+  p.shard_bytes = {static_cast<double>(s.version_info(0, 0, 4).size), static_cast<double>(s.version_info(0, 0, 32).size)};
+  p.lengths = {16, 32, 64};
+  p.shards_per_layer = s.shards_per_layer();
+  p.num_layers = s.num_layers();
+  for (std::size_t b = 0; b < p.bits.size(); ++b) {
+    auto& per_length = p.compute_ms.emplace_back();
+    for (std::size_t i = 0; i < p.lengths.size(); ++i) {
+      auto& per_m = per_length.emplace_back();
+      for (std::size_t m = 1; m <= p.shards_per_layer; ++m) per_m.push_back(0.2 * static_cast<double>(m * (i + 1) * (b + 1)));
+    }
+  }
+  return p;
 }
 
 }  // namespace stile_test
