@@ -66,7 +66,7 @@ class WordRowReader {
     try {
       backend_.read(requests, got);
     } catch (const std::system_error& e) {
-      fail_in_file(store_.name(), "reading ", requests.size(), " word-embedding rows (fp32): ", e.code().message());
+      fail_in_file(store_.name(), "reading ", requests.size(), " word-embedding rows: ", e.code().message());
     }
     std::vector<std::size_t> first_token(distinct.size(), ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
