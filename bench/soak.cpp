@@ -3,7 +3,12 @@
 // requests, read faults injected (io/fault_injection.hpp). Reports requests served, failed (each
 // with its cause, matched against the fault that was injected during it), deadline misses (with
 // and without a late read), and the process's resident memory at the start, at request 1,000 and
-// at the end. A request that ends with anything but a result or a stile::Error is "lost".
+// at the end. A request that ends with anything but a result or a stile::Error is "lost". And how
+// far the planner's estimate is from what was measured, part by part, over the requests that met
+// no fault: the layers' time (the plan's estimate against the end of the last layer's compute less
+// the end of the embeddings), their compute, their reads (the profile's cost line for the requests
+// and bytes read against the measured read spans) and the word rows (rows read x the profile's
+// row read time against the embeddings' span).
 //
 //   soak --requests 10000 /work/data/minilm.stile          (profile, importance, heads beside it)
 //   soak --inject "seed=3; eio@p=0.001; late@p=0.002,x=10-100" --storage emmc STORE
@@ -17,6 +22,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +40,7 @@
 #include "stile/model/heads_file.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/importance.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
 
@@ -145,6 +152,16 @@ int main(int argc, char** argv) {
     std::map<std::string, std::size_t> causes;
     std::vector<std::string> examples;  // the first failure of each cause
     double latency_sum = 0;
+    // measured / estimated, per part, for the served requests that met no fault
+    std::map<std::string, std::vector<double>> ratios;
+    const stile::DeviceProfile& base = *engine.profile();
+    const stile::ReadCostLine line = stile::read_cost_line(base);
+    const std::size_t a = engine.read_alignment();
+    const double row_ms = stile::estimated_row_read_ms(
+        base, static_cast<double>(a > 1 ? a : engine.config().hidden * sizeof(float)));
+    const auto add_ratio = [&](const char* part, double measured, double estimated) {
+      if (measured > 0 && estimated > 0) ratios[part].push_back(measured / estimated);
+    };
     for (std::size_t i = 0; i < requests; ++i) {
       if (i > 0 && i % every == 0) {
         switch ((i / every) % 3) {
@@ -184,6 +201,20 @@ int main(int argc, char** argv) {
                 kinds.count(stile::FaultKind::corrupt) !=
             0) {
           ++undetected;  // a fault that should have failed the request did not
+        }
+        if (kinds.empty() && !r.timeline.layers.empty()) {
+          const stile::Timeline& t = r.timeline;
+          add_ratio("layers", t.layers.back().compute_end_ms - t.embed_end_ms, r.estimated_ms);
+          add_ratio("compute", t.compute_ms(), r.estimated_compute_ms / r.compute_scale);
+          double read_ms = 0, read_estimate = 0;
+          for (const stile::LayerTimes& l : t.layers) {
+            if (l.reads == 0) continue;
+            read_ms += l.read_end_ms - l.io_start_ms;
+            read_estimate += static_cast<double>(l.reads) * line.latency_ms +
+                             static_cast<double>(l.bytes_read) * line.ms_per_byte;
+          }
+          add_ratio("reads", read_ms, read_estimate);
+          add_ratio("word rows", t.embed_end_ms - t.embed_start_ms, static_cast<double>(t.word_rows_read) * row_ms);
         }
         if (r.deadline_missed) {
           ++missed;
@@ -228,6 +259,14 @@ int main(int argc, char** argv) {
     fmt::print("deadline {} of {} served requests missed their target ({} of them met a late read); mean latency "
                "{:.1f} ms\n",
                missed, served, missed_late, served ? latency_sum / static_cast<double>(served) : 0.0);
+    nlohmann::json errors = nlohmann::json::object();
+    for (auto& [part, v] : ratios) {
+      std::sort(v.begin(), v.end());
+      const auto at = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))]; };
+      fmt::print("estimate {:<9} measured / estimated: median {:.3f}, p10 {:.3f}, p90 {:.3f} ({} requests)\n", part,
+                 at(0.5), at(0.1), at(0.9), v.size());
+      errors[part] = {{"median", at(0.5)}, {"p10", at(0.1)}, {"p90", at(0.9)}, {"requests", v.size()}};
+    }
     fmt::print("memory   RSS at start {:.1f} MB, engine open {:.1f} MB, at request 1000 {:.1f} MB, at the end {:.1f} MB "
                "(growth from request 1000: {:+.2f} MB)\n",
                static_cast<double>(rss_start) / 1e6, static_cast<double>(rss_open) / 1e6,
@@ -241,7 +280,8 @@ int main(int argc, char** argv) {
                           {"mean_latency_ms", served ? latency_sum / static_cast<double>(served) : 0.0},
                           {"rss_start", rss_start},   {"rss_open", rss_open},     {"rss_1000", rss_1000},
                           {"rss_end", rss_end},       {"inject", inject},         {"storage", options.storage},
-                          {"backend", engine.backend_description()}, {"reprofile", options.reprofile}};
+                          {"backend", engine.backend_description()}, {"reprofile", options.reprofile},
+                          {"estimate_error", errors}};
       stile::write_file_atomically(json_path, j.dump(1) + "\n");
     }
     return lost == 0 && unexplained == 0 && undetected == 0 ? 0 : 1;

@@ -118,6 +118,7 @@ struct EngineResult {
   Timeline timeline;
   std::string plan_note;                  // the planner's account of the plan (empty for a given plan)
   double estimated_ms = 0;                // the planner's estimate of the layers' time (0: given plan)
+  double estimated_compute_ms = 0;        // its part for the layers' compute (0: given plan)
   std::size_t working_buffer_bytes = 0;   // the working buffer's size during this request
   std::size_t preload_held_bytes = 0;     // the preload buffer after this request
   std::size_t word_cache_held_bytes = 0;  // the word-row cache after this request

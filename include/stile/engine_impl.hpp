@@ -188,6 +188,7 @@ class EngineCore {
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
+    r.estimated_compute_ms = planned.compute_ms;
     report_deadline(r, options_.target_ms);
     r.io_scale = load_scale_.io;
     r.compute_scale = load_scale_.compute;
