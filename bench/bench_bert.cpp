@@ -8,6 +8,7 @@
 //   bench_bert [--model DIR] [--precision fp32,int8] [--peers peers.json] [--out stile.json]
 //              [--seconds S] [--lengths 16,32] [--threads 1,2] [--breakdown]
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <fstream>
@@ -21,6 +22,7 @@
 
 #include "bench_timer.hpp"
 #include "cli.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
@@ -255,6 +257,13 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (!out_path.empty()) std::ofstream(out_path) << out.dump(1) << "\n";
+  if (!out_path.empty()) {
+    try {
+      stile::write_file_atomically(out_path, out.dump(1) + "\n");
+    } catch (const stile::Error& e) {
+      std::fprintf(stderr, "bench_bert: %s\n", e.what());
+      return 1;
+    }
+  }
   return 0;
 }

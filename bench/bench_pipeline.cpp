@@ -20,6 +20,7 @@
 
 #include "bench_timer.hpp"
 #include "cli.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/engine.hpp"
 #include "stile/pipeline/executor.hpp"
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
         fmt::print("  pipelined / load-then-execute latency: {:.3f}\n", median(fig[0].total) / median(fig[1].total));
         report["results"].push_back({{"storage", described}, {"bits", bits}, {"modes", modes}});
         if (!trace_path.empty() && storage_name == storage && bits == bits_list.back()) {
-          std::ofstream(trace_path) << stile::to_chrome_trace(traced.timeline).dump(1) << "\n";
+          stile::write_file_atomically(trace_path, stile::to_chrome_trace(traced.timeline).dump(1) + "\n");
           fmt::print("  trace of the last pipelined run: {}\n", trace_path);
         }
       }
@@ -157,7 +158,7 @@ int main(int argc, char** argv) {
         piped_us, plain_us);
     report["coroutine_us_per_layer"] = piped_us;
     report["plain_loop_us_per_layer"] = plain_us;
-    if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";
+    if (!json_path.empty()) stile::write_file_atomically(json_path, report.dump(1) + "\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_pipeline: %s\n", e.what());
     return 1;

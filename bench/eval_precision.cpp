@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/calibrate/sst2.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
                                 {"total", r.total},
                                 {"seconds", r.seconds}});
     }
-    if (!out_path.empty()) std::ofstream(out_path) << out.dump(1) << "\n";
+    if (!out_path.empty()) stile::write_file_atomically(out_path, out.dump(1) + "\n");
   } catch (const std::exception& e) {
     fmt::print(stderr, "eval_precision: {}\n", e.what());
     return 1;

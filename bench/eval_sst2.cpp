@@ -46,6 +46,7 @@
 #include "bench_timer.hpp"
 #include "cli.hpp"
 #include "sidecar.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/engine.hpp"
@@ -431,7 +432,7 @@ int main(int argc, char** argv) {
         report["ablation"]["random"].push_back(acc);
       }
     }
-    if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";
+    if (!json_path.empty()) stile::write_file_atomically(json_path, report.dump(1) + "\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "eval_sst2: %s\n", e.what());
     return 1;

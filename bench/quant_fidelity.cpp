@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
       fmt::print("{:>5} {:>12.6f} {:>12.6f} {:>12.6f} {:>12.2f}\n", b, mean, sorted.front(), p5, seconds);
       results.push_back({{"bits", b}, {"mean_cosine", mean}, {"min_cosine", sorted.front()}, {"p5_cosine", p5}});
     }
-    if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
+    if (!json_out.empty()) stile::write_file_atomically(json_out, results.dump(2) + "\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quant_fidelity: %s\n", e.what());
     return 1;

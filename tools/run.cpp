@@ -5,6 +5,7 @@
 //
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"
+//   run --inject "seed=1; eio@n=30; late@p=0.1,x=10-100" minilm.stile "text"   (faults on purpose)
 //
 // Exit status: 0 ok, 1 runtime error (bad store, failed read), 2 usage error.
 #include <cstddef>
@@ -26,6 +27,8 @@
 #include "cli.hpp"
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
+#include "stile/io/fault_injection.hpp"
+#include "stile/io/json_file.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
   std::optional<unsigned> bits;
   std::optional<std::size_t> layers, shards;
   std::size_t preload_kb = 0, word_cache_kb = 0;
-  std::string trace;
+  std::string trace, inject;
   std::string precision = "fp32";
   bool verbose = false;
   stile_cli::Parser cli("run", "[options] STORE TEXT...",
@@ -128,12 +131,30 @@ int main(int argc, char** argv) {
              [&] { options.mode = stile::PipelineMode::load_then_execute; });
   cli.flag("--trace", "FILE", "write the last request's timeline as Chrome trace JSON", trace);
   cli.toggle("--verbose", "print every layer of the timeline", verbose);
+  cli.toggle("--reprofile",
+             "online re-profiling: compare each request's measured IO and compute with the profile and re-plan "
+             "when they drift (a device busier than when it was profiled)",
+             options.reprofile);
+  cli.flag("--inject", "SCRIPT",
+           "inject read faults (io/fault_injection.hpp): items separated by ';', each KIND@n=N (the N-th read) or "
+           "KIND@p=P (each read with chance P), KIND one of eio, short, late (x=LO-HI: 10-100x the read's time; "
+           "ms=M: at least M ms), corrupt; and seed=S. A request that meets a fault fails and the next goes on",
+           inject);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() < 2) cli.fail("a store and at least one text are needed");
   if ((layers || shards) && !bits) cli.fail("--layers and --shards go with --bits");
   options.preload_bytes = preload_kb * 1024;
   options.word_cache_bytes = word_cache_kb * 1024;
   options.ops = stile::precision_preset(precision).uniform.ops;
+  std::shared_ptr<stile::FaultInjector> faults;
+  if (!inject.empty()) {
+    try {
+      faults = std::make_shared<stile::FaultInjector>(stile::parse_fault_script(inject));
+    } catch (const stile::Error& e) {
+      cli.fail(std::string("--inject: ") + e.what());
+    }
+    options.faults = faults;
+  }
 
   try {
     const std::filesystem::path store = positional[0];
@@ -187,6 +208,7 @@ int main(int argc, char** argv) {
     // Cold: a fresh engine (empty preload buffer; O_DIRECT reads skip the page cache). Warm: the
     // same engine's next request, its preload buffer filled by the cold one.
     stile::EngineResult last;
+    std::size_t failed = 0;
     for (std::size_t i = 1; i < positional.size(); ++i) {
       if (i > 1) engine_ptr = open_engine();
       stile::Engine& fresh = *engine_ptr;
@@ -194,7 +216,14 @@ int main(int argc, char** argv) {
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
       std::string previous_note;
       for (const char* label : {"cold", "warm"}) {
-        last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);
+        try {
+          last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);
+        } catch (const stile::Error& e) {
+          if (!faults) throw;
+          ++failed;
+          fmt::print("  {:<5} failed: {}\n", label, e.what());
+          continue;
+        }
         // The warm request may get another plan: its word rows may be cached (fewer reads first).
         if (label == std::string_view("cold") || last.plan_note != previous_note) {
           fmt::print("  plan  {}{}\n", plan_summary(last.plan), label == std::string_view("cold") ? "" : " (warm)");
@@ -202,12 +231,20 @@ int main(int argc, char** argv) {
         }
         previous_note = last.plan_note;
         print_result(label, last, heads ? &*heads : nullptr, verbose);
+        if (last.deadline_missed) fmt::print("        deadline missed: {}\n", last.deadline_note);
+      }
+    }
+    if (faults) {
+      const std::vector<stile::InjectedFault> log = faults->log();
+      fmt::print("\nfaults   {} injected over {} reads; {} requests failed\n", log.size(), faults->reads(), failed);
+      for (const stile::InjectedFault& f : log) {
+        fmt::print("         read {}: {} (offset {}, {} bytes{})\n", f.read, stile::to_string(f.kind), f.offset, f.bytes,
+                   f.kind == stile::FaultKind::late ? fmt::format(", {:.1f} ms late", f.delay_ms) : std::string());
       }
     }
     if (!trace.empty()) {
-      std::ofstream out(trace);
-      out << stile::to_chrome_trace(last.timeline).dump(1) << "\n";
-      if (!out) throw stile::Error("run: cannot write the trace to " + trace);
+      // Through a temporary file and a rename: a run killed meanwhile leaves no half-written trace.
+      stile::write_file_atomically(trace, stile::to_chrome_trace(last.timeline).dump(1) + "\n");
       fmt::print("\ntrace of the last request written to {} (open in chrome://tracing or Perfetto)\n", trace);
     }
   } catch (const std::exception& e) {

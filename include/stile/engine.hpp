@@ -28,8 +28,24 @@
 //                   pipeline/working_buffer.hpp; the preload buffer, pipeline/preload_buffer.hpp)
 //   pooling, head   model/pooling.hpp, model/classifier.hpp
 //
-// Thread safety: requests and setters may come from any thread; they take turns (a setter called
-// during a request takes effect when that request ends).
+// Thread safety: any number of threads may call one engine. Requests (run, preload_now, plan_for)
+// and the setters (set_target_ms, set_preload_budget, set_word_cache_budget, set_head, set_heads,
+// set_layer_compute) take turns on one lock that admits callers in the order they arrived (a
+// ticket lock, core/ticket_mutex.hpp): a setter called during a request waits for it and takes
+// effect from the next request on; two requests never overlap, and each gives the result it would
+// give run alone after the same calls before it. What runs concurrently: tokenizing
+// run(string_view)'s text (before the lock), and inside a request its IO lane (the io executor)
+// with its compute lane (the compute executor and the thread pool). The getters that report
+// state (target_ms, preloaded, the held and working bytes, word_rows_to_read) take the same lock;
+// store(), config(), tokenizer(), profile(), resident_bytes() and the backend's description are
+// fixed at construction and need none. options() is the options as constructed and as the setters
+// changed them: read it while no setter runs.
+//
+// Failures: a failed read (an I/O error, a short read, bytes that fail their checksum) throws
+// stile::Error naming the store, the layer, the shards and their bitwidths (or the word rows); it
+// fails only that request, and neither the preload buffer nor the word-row cache keeps anything
+// of the read that failed. A request slower than its target is not an error: the result says so
+// (deadline_missed, deadline_note: the measured latency and what stalled).
 #include <cstddef>
 #include <filesystem>
 #include <memory>
@@ -57,6 +73,7 @@ struct HeadsFile;          // model/heads_file.hpp
 struct LinearHead;         // model/linear_head.hpp
 class LayerCompute;        // ops/layer_compute.hpp
 class ShardStore;          // store/shard_store.hpp
+class FaultInjector;       // io/fault_injection.hpp
 class WordPieceTokenizer;  // text/wordpiece.hpp
 namespace detail {
 class EngineCore;
@@ -81,6 +98,15 @@ struct EngineOptions {
   std::size_t max_tokens = 256;      // the tokenizer's truncation ([CLS] and [SEP] included)
   Pooling pooling = Pooling::kMean;  // all-MiniLM-L6-v2: mean pooling, then L2 normalization
   bool normalize = true;
+  // Faults injected into the reads (io/fault_injection.hpp; outside the storage emulator, so a
+  // late read's spike is a multiple of the emulated time); null: none. For tests and soaks.
+  std::shared_ptr<FaultInjector> faults{};
+  // Online re-profiling (plan/load_tracker.hpp; needs a device profile): after each planned
+  // request, compare its measured compute and IO with the profile's, keep the median ratio of
+  // the last 15 requests, and re-plan with the profile scaled by it when it moves by more than 5%
+  // (a device busier than when it was profiled gets smaller plans; one that is idle again, the
+  // profiled ones).
+  bool reprofile = false;
 };
 
 struct EngineResult {
@@ -93,9 +119,15 @@ struct EngineResult {
   Timeline timeline;
   std::string plan_note;                  // the planner's account of the plan (empty for a given plan)
   double estimated_ms = 0;                // the planner's estimate of the layers' time (0: given plan)
+  double estimated_compute_ms = 0;        // its part for the layers' compute (0: given plan)
   std::size_t working_buffer_bytes = 0;   // the working buffer's size during this request
   std::size_t preload_held_bytes = 0;     // the preload buffer after this request
   std::size_t word_cache_held_bytes = 0;  // the word-row cache after this request
+  double target_ms = 0;                   // the target this request ran under (0: none)
+  bool deadline_missed = false;           // timeline.total_ms > target_ms > 0
+  std::string deadline_note;              // when missed: the latency, the target and what stalled
+  std::optional<std::size_t> stalled_layer;  // when missed: the layer whose read stalled compute longest
+  double io_scale = 1, compute_scale = 1;  // reprofile: the profile's scaling this request was planned with
 };
 
 class Engine {

@@ -20,6 +20,8 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/core/ticket_mutex.hpp"
+#include "stile/io/fault_injection.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
 #include "stile/model/bert_model.hpp"
@@ -38,6 +40,7 @@
 #include "stile/pipeline/word_rows.hpp"
 #include "stile/pipeline/working_buffer.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/plan/load_tracker.hpp"
 #include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/planner.hpp"
 #include "stile/store/shard_store.hpp"
@@ -66,6 +69,7 @@ class EngineCore {
     if (profile) {
       check_profile(*profile);
       PlannerOptions planner = planner_options(*profile);
+      if (options_.reprofile) base_profile_ = *profile;
       planner_.emplace(std::move(*profile), options_.ranking, std::move(planner));
     }
   }
@@ -80,21 +84,25 @@ class EngineCore {
   // Why the backend is not the one asked for (io_uring or O_DIRECT unavailable); empty if it is.
   const std::string& backend_note() const noexcept { return backend_note_; }
   // The device profile the planner uses; null when the engine has none.
-  const DeviceProfile* profile() const noexcept { return planner_ ? &planner_->profile() : nullptr; }
+  // (As measured: with reprofile the planner's own is a scaled copy, replaced as the load changes.)
+  const DeviceProfile* profile() const noexcept {
+    if (base_profile_) return &*base_profile_;
+    return planner_ ? &planner_->profile() : nullptr;
+  }
 
   void set_target_ms(double target_ms) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     if (planner_) planner_->set_target_ms(target_ms);
     options_.target_ms = target_ms;
   }
   double target_ms() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return options_.target_ms;
   }
   // Shrinking evicts at once, from the top layers down; growing is filled by the next requests'
   // reads (or preload_now()).
   void set_preload_budget(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     options_.preload_bytes = bytes;
     if (planner_) planner_->set_preload_budget(bytes);
     preload_.set_budget(bytes);
@@ -102,7 +110,7 @@ class EngineCore {
   // One head for every plan (set_heads' per-shape heads take precedence when both are set).
   void set_head(LinearHead head) {
     head.check(config().hidden);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     classifier_.set_head(std::move(head));
   }
   // A head per submodel shape (tools/train_heads): each request is classified by the head of
@@ -111,31 +119,32 @@ class EngineCore {
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads) {
     ShardRanking ranking = options_.ranking;
-    if (planner_) ranking = checked_importance(planner_->profile(), options_.ranking, options_.importance).ranking;
+    if (const DeviceProfile* p = profile()) ranking = checked_importance(*p, options_.ranking, options_.importance).ranking;
     Classifier::check_heads(heads, store_.num_layers(), store_.shards_per_layer(), config().hidden, ranking);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (planner_) planner_->set_shape_accuracy(heads.shape_accuracy());
+    std::lock_guard<TicketMutex> lock(mutex_);
+    shape_accuracy_ = heads.shape_accuracy();
+    if (planner_) planner_->set_shape_accuracy(shape_accuracy_);
     classifier_.set_heads(std::move(heads));
   }
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
   // between processors or devices. It runs on the engine's compute executor, one layer at a time.
   void set_layer_compute(std::unique_ptr<LayerCompute> compute) {
     require(compute != nullptr, "engine: set_layer_compute needs a layer compute");
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     compute_ = std::move(compute);
   }
   void set_word_cache_budget(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     options_.word_cache_bytes = bytes;
     word_rows_.cache().set_budget(bytes);
   }
   std::size_t word_cache_held_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return word_rows_.cache().held_bytes();
   }
   // The word rows a request of these tokens would read now (its distinct tokens not cached).
   std::size_t word_rows_to_read(const Encoding& tokens) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return word_rows_.cache().missing(tokens.input_ids);
   }
   std::size_t word_row_reads(const Encoding& tokens) const {
@@ -144,11 +153,11 @@ class EngineCore {
     return word_rows_.reads_needed(std::span(tokens.input_ids).first(len));
   }
   std::vector<ShardKey> preloaded() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return preload_.keys();
   }
   std::size_t preload_held_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return preload_.held_bytes();
   }
   // Bytes held for good besides the two buffers: the store's metadata (manifest, dictionaries, row
@@ -160,7 +169,7 @@ class EngineCore {
 
   // Bytes the working buffer holds now (zero between requests unless keep_working_buffer).
   std::size_t working_buffer_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return working_.bytes();
   }
 
@@ -169,13 +178,13 @@ class EngineCore {
   // target or the preload budget changes). Without a device profile: the whole model at the
   // highest stored bitwidth (a latency target then is an error).
   ElasticPlan plan_for(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     return plan_locked(tokens, word_rows);
   }
 
   EngineResult run(std::string_view text) { return run(tokenizer_.encode(text)); }
   EngineResult run(const Encoding& tokens) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
     // Planned for the word-row reads it issues (rows not cached; nearby rows share a read) and the
     // preload versions held now (the first request, or the first after the budget grew, is planned
@@ -185,25 +194,32 @@ class EngineCore {
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
+    r.estimated_compute_ms = planned.compute_ms;
+    report_deadline(r, options_.target_ms);
+    r.io_scale = load_scale_.io;
+    r.compute_scale = load_scale_.compute;
+    if (planner_ && options_.reprofile) track_load(r.timeline, planned.compute_ms / load_scale_.compute);
     return r;
   }
   // Runs the caller's plan; the preload buffer keeps its first shards in layer order that fit.
   EngineResult run(const Encoding& tokens, const SubmodelPlan& plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     check_submodel_plan(store_, plan);
-    return run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
+    EngineResult r = run_locked(tokens, plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
+    report_deadline(r, options_.target_ms);
+    return r;
   }
 
   // Reads what the preload buffer should hold and is missing, now (before the first request, say),
   // through the same backend: for the planner's plan of a `tokens`-token request (reading
   // `word_rows` word rows; unknown: the bucket's length), or for `plan`.
   void preload_now(std::size_t tokens, std::optional<std::size_t> word_rows = {}) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     const ElasticPlan planned = plan_locked(tokens, word_rows);
     fill_preload(planned.submodel, planned.preload);
   }
   void preload_now(const SubmodelPlan& plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     check_submodel_plan(store_, plan);
     fill_preload(plan, preload_set(plan, preload_.budget_bytes(), version_bytes_fn()));
   }
@@ -214,7 +230,50 @@ class EngineCore {
   static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
                                                    std::string& note) {
     std::unique_ptr<ReadBackend> backend = open_read_backend(path, o.backend, &note);
-    return emulate_storage(std::move(backend), storage_profile(o.storage));
+    return inject_faults(emulate_storage(std::move(backend), storage_profile(o.storage)), o.faults);
+  }
+
+  // A request slower than its target says so, and what held it up: the word rows, or the layer
+  // whose read kept compute waiting longest (a late read shows there), or compute itself.
+  static void report_deadline(EngineResult& r, double target_ms) {
+    r.target_ms = target_ms > 0 ? target_ms : 0;
+    const Timeline& t = r.timeline;
+    if (target_ms <= 0 || t.total_ms <= target_ms) return;
+    r.deadline_missed = true;
+    r.deadline_note = concat("took ", float_text(static_cast<float>(t.total_ms)), " ms, over the target of ",
+                             float_text(static_cast<float>(target_ms)), " ms (estimated ",
+                             float_text(static_cast<float>(r.estimated_ms)), " ms for the layers)");
+    std::size_t worst = 0;
+    for (std::size_t l = 1; l < t.layers.size(); ++l) {
+      if (t.layers[l].stall_ms > t.layers[worst].stall_ms) worst = l;
+    }
+    const double embed_ms = t.embed_end_ms - t.embed_start_ms;
+    const double stall_ms = t.layers.empty() ? 0 : t.layers[worst].stall_ms;
+    if (stall_ms > 0 && stall_ms >= embed_ms) {
+      r.stalled_layer = worst;
+      const LayerTimes& x = t.layers[worst];
+      r.deadline_note += concat(": layer ", worst, " stalled compute ", float_text(static_cast<float>(stall_ms)),
+                                " ms waiting for its read (", float_text(static_cast<float>(x.read_end_ms - x.io_start_ms)),
+                                " ms for ", x.bytes_read, " bytes)");
+    } else if (embed_ms > 0 && embed_ms >= stall_ms) {
+      r.deadline_note += concat(": the word rows took ", float_text(static_cast<float>(embed_ms)), " ms (",
+                                t.word_rows_read, " read)");
+    }
+    if (r.stalled_layer.has_value() == false && stall_ms <= 0) {
+      r.deadline_note += concat("; compute took ", float_text(static_cast<float>(t.compute_ms())), " ms");
+    }
+  }
+
+  // Online re-profiling: the request's times against the unscaled profile; a new planner on the
+  // scaled profile when they have drifted (its plan cache starts empty).
+  void track_load(const Timeline& t, double profiled_compute_ms) {
+    load_.observe(*base_profile_, t, profiled_compute_ms);
+    if (!load_.should_replan(load_scale_)) return;
+    load_scale_ = load_.measured();
+    DeviceProfile scaled = LoadTracker::scaled(*base_profile_, load_scale_);
+    PlannerOptions planner = planner_options(scaled);
+    planner_.emplace(std::move(scaled), options_.ranking, std::move(planner));
+    if (shape_accuracy_) planner_->set_shape_accuracy(shape_accuracy_);
   }
 
   // The planner's view of this engine: the store's version sizes, its reads as the layer reader
@@ -398,13 +457,17 @@ class EngineCore {
   WordRowReader word_rows_;
   StoreResidents residents_;
   std::optional<Planner> planner_;  // with a device profile
+  std::optional<DeviceProfile> base_profile_;  // reprofile: the profile as measured (planner_'s is scaled)
+  LoadTracker load_;
+  LoadScale load_scale_;  // the scaling planner_'s profile has
+  std::function<double(std::size_t, std::size_t)> shape_accuracy_;  // the heads' (set_heads), for a new planner
   WordPieceTokenizer tokenizer_;
   Classifier classifier_;
   ThreadPool pool_;
   PreloadBuffer preload_;
   WorkingBuffer working_;
   std::unique_ptr<LayerCompute> compute_;
-  mutable std::mutex mutex_;  // one request at a time; setters wait for it
+  mutable TicketMutex mutex_;  // one request at a time, in order of arrival; setters wait for it
 
   // Last: the executors' threads stop before anything they might touch is destroyed.
   Executor io_{"io"};

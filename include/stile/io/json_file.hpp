@@ -3,6 +3,7 @@
 // importance profile): read whole with a size cap and the strict parser (io/strict_json.hpp);
 // written to a temporary file beside the target, then renamed, so the target is either the
 // complete new file or untouched. Errors name the file: "stile: <file>: cannot read <document>: ...".
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -49,6 +50,12 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
       std::filesystem::remove(temp, ignored);
       fail_in_file(file, "cannot write the temporary file ", temp.string());
     }
+  }
+  // On disk before the rename: after a power cut the target is the old file or the whole new one,
+  // never a renamed file whose bytes never reached the disk.
+  if (const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
   }
   std::error_code ec;
   std::filesystem::rename(temp, path, ec);

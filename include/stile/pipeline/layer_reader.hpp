@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -115,12 +116,13 @@ class LayerReader {
     try {
       backend_.read(requests, got);
     } catch (const std::system_error& e) {
-      fail_in_file(store_.name(), "reading the shards of layer ", layer, ": ", e.code().message());
+      fail_in_file(store_.name(), "reading layer ", layer, " (", versions_text(layout, versions, layout.runs.size()),
+                   "): ", e.code().message());
     }
     for (std::size_t r = 0; r < requests.size(); ++r) {
       if (got[r] < layout.runs[r].needed) {
-        fail_in_file(store_.name(), "reading the shards of layer ", layer, ": got only ", got[r], " of the ",
-                     layout.runs[r].needed, " bytes at byte ", requests[r].offset,
+        fail_in_file(store_.name(), "reading layer ", layer, " (", versions_text(layout, versions, r), "): got only ",
+                     got[r], " of the ", layout.runs[r].needed, " bytes at byte ", requests[r].offset,
                      ": the file ended early (truncated after it was opened?)");
       }
       times.bytes_read += requests[r].out.size();
@@ -138,6 +140,22 @@ class LayerReader {
   }
 
  private:
+  // "shard 3 at 4 bits, shard 5 at 32 bits": the versions of run `run` (of every run when `run`
+  // is runs.size()), for an error that must say what could not be read.
+  static std::string versions_text(const LayerReadLayout& layout, std::span<const ShardChoice> versions,
+                                   std::size_t run) {
+    std::string text;
+    for (const LayerReadLayout::Version& v : layout.versions) {
+      if (run < layout.runs.size()) {
+        const LayerReadLayout::Run& r = layout.runs[run];
+        if (v.at < r.at || v.at >= r.at + r.bytes) continue;
+      }
+      if (!text.empty()) text += ", ";
+      text += concat("shard ", versions[v.choice].shard, " at ", versions[v.choice].bits, " bits");
+    }
+    return text;
+  }
+
   const ShardStore& store_;
   ReadBackend& backend_;
 };

@@ -121,7 +121,7 @@ class WordRowReader {
     try {
       backend_.read(requests, got);
     } catch (const std::system_error& e) {
-      fail_in_file(store_.name(), "reading word-embedding rows: ", e.code().message());
+      fail_in_file(store_.name(), "reading ", requests.size(), " word-embedding rows: ", e.code().message());
     }
     const auto index_of = [&](std::int32_t id) {
       return static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), id) - distinct.begin());

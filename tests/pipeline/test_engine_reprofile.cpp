@@ -1,0 +1,116 @@
+// Online re-profiling (EngineOptions::reprofile, plan/load_tracker.hpp): when the device computes
+// slower than its profile says (here a layer compute that sleeps 8 ms a layer on top of the real
+// one, as a CPU shared with a busy app would be), the engine's measured-to-profiled ratio rises and
+// it re-plans smaller; without reprofile it keeps planning from the quiet profile. The sleeps
+// bound the times from below, so the outcome does not depend on the machine's speed. And the
+// tracker's median ignores a single late read.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <thread>
+
+#include "stile/core/arena.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/engine.hpp"
+#include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/layer_compute.hpp"
+#include "stile/plan/load_tracker.hpp"
+#include "support/converted_store.hpp"
+#include "support/tiny_bert.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const stile_test::ConvertedStore& store() {
+  static const stile_test::ConvertedStore s(
+      "reprofile.stile", [](const fs::path& dir) { stile_test::write_tiny_bert(dir, 3, 555); }, {4, 32});
+  return s;
+}
+
+// The CPU layer, then a sleep: a device busier than when it was profiled.
+class BusyCompute final : public stile::LayerCompute {
+ public:
+  void run(const stile::BertConfig& config, const stile::ShardShape& shape, std::span<const stile::ShardView> shards,
+           const stile::LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
+    stile::CpuLayerCompute(pool_, {}, workspace_, arena_).run(config, shape, shards, resident, x, seq_offsets);
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));
+  }
+
+ private:
+  stile::ThreadPool pool_{1};
+  stile::EncoderWorkspace workspace_;
+  stile::Arena arena_;
+};
+
+std::size_t shards_of(const stile::SubmodelPlan& p) {
+  std::size_t n = 0;
+  for (const auto& layer : p.layers) n += layer.size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("with reprofile, a device slower than its profile gets smaller plans", "[engine][reprofile]") {
+  const stile::Encoding e = stile_test::tiny_tokens(10, 4);
+  for (const bool reprofile : {false, true}) {
+    INFO((reprofile ? "reprofile" : "fixed profile"));
+    stile::EngineOptions o;
+    o.threads = 1;
+    o.target_ms = 12;
+    o.reprofile = reprofile;
+    stile::Engine engine(store().store, o, stile_test::tiny_profile(store().store));
+    engine.set_layer_compute(std::make_unique<BusyCompute>());
+    const stile::EngineResult first = engine.run(e);
+    INFO("first plan: " << first.plan_note);
+    CHECK(first.compute_scale == 1);
+    stile::EngineResult last;
+    for (int i = 0; i < 20; ++i) last = engine.run(e);
+    INFO("last plan: " << last.plan_note << "; scale " << last.compute_scale);
+    if (reprofile) {
+      // At least 8 ms of compute a layer against the profile's 0.8 ms (4 shards at 4 bits).
+      CHECK(last.compute_scale > 2);
+      CHECK(shards_of(last.plan) < shards_of(first.plan));
+      CHECK(last.estimated_ms <= 12);
+    } else {
+      CHECK(last.compute_scale == 1);
+      CHECK(last.plan.layers == first.plan.layers);
+    }
+  }
+}
+
+TEST_CASE("the load tracker's median ignores one late read and follows a lasting change", "[reprofile]") {
+  const stile::DeviceProfile p = stile_test::tiny_profile(store().store);
+  const stile::ReadCostLine line = stile::read_cost_line(p);
+  const auto timeline = [&](double read_factor, double compute_ms) {
+    stile::Timeline t;
+    stile::LayerTimes l;
+    l.reads = 2;
+    l.bytes_read = 100000;
+    l.io_start_ms = 0;
+    l.read_end_ms = read_factor * (2 * line.latency_ms + 100000 * line.ms_per_byte);
+    l.compute_start_ms = 10;
+    l.compute_end_ms = 10 + compute_ms;
+    t.layers.push_back(l);
+    return t;
+  };
+  stile::LoadTracker tracker;
+  for (int i = 0; i < 10; ++i) tracker.observe(p, timeline(1.0, 2.0), 2.0);
+  CHECK(tracker.measured().io == Approx(1.0));
+  CHECK(tracker.measured().compute == Approx(1.0));
+  tracker.observe(p, timeline(50.0, 2.0), 2.0);  // one late read
+  CHECK(tracker.measured().io == Approx(1.0));
+  CHECK_FALSE(tracker.should_replan({1, 1}));
+  for (int i = 0; i < 10; ++i) tracker.observe(p, timeline(1.5, 3.0), 2.0);  // a busier device
+  CHECK(tracker.measured().io == Approx(1.5));
+  CHECK(tracker.measured().compute == Approx(1.5));
+  CHECK(tracker.should_replan({1, 1}));
+  CHECK_FALSE(tracker.should_replan({1.5, 1.5}));
+  const stile::DeviceProfile scaled = stile::LoadTracker::scaled(p, {2, 3});
+  CHECK(scaled.io_ms[0] == Approx(2 * p.io_ms[0]));
+  CHECK(scaled.compute_ms[1][2][3] == Approx(3 * p.compute_ms[1][2][3]));
+}
