@@ -148,7 +148,7 @@ class EngineCore {
     return word_rows_.cache().missing(tokens.input_ids);
   }
   std::size_t word_row_reads(const Encoding& tokens) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<TicketMutex> lock(mutex_);
     const std::size_t len = checked_sequence_length(tokens, 0, config().max_position_embeddings);
     return word_rows_.reads_needed(std::span(tokens.input_ids).first(len));
   }
