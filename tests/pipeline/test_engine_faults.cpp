@@ -56,7 +56,7 @@ struct ReadMap {
 };
 ReadMap read_map(const stile::EngineResult& r) {
   ReadMap m;
-  std::size_t next = 1 + r.timeline.word_rows_read;
+  std::size_t next = 1 + r.timeline.word_row_requests;  // nearby rows share a read
   for (const stile::LayerTimes& t : r.timeline.layers) {
     m.first_layer_read.push_back(next);
     next += t.reads;
@@ -159,7 +159,7 @@ TEST_CASE("preload_now that meets a fault keeps nothing of the failed read", "[e
     auto faults = std::make_shared<stile::FaultInjector>();
     stile::Engine engine(store().store, options(faults));
     // preload_now reads no word rows: the layers' reads come first.
-    faults->add({.kind = stile::FaultKind::corrupt, .nth = reads.first_layer_read[layer] - r.timeline.word_rows_read});
+    faults->add({.kind = stile::FaultKind::corrupt, .nth = reads.first_layer_read[layer] - r.timeline.word_row_requests});
     CHECK_THAT(stile_test::error_of([&] { engine.preload_now(plan()); }),
                Contains("layer " + std::to_string(layer)) && Contains("checksum mismatch"));
     for (const stile::ShardKey& k : engine.preloaded()) CHECK(k.layer < layer);  // the layers before it, whole
