@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
                              static_cast<double>(l.bytes_read) * line.ms_per_byte;
           }
           add_ratio("reads", read_ms, read_estimate);
-          add_ratio("word rows", t.embed_end_ms - t.embed_start_ms, static_cast<double>(t.word_rows_read) * row_ms);
+          add_ratio("word rows", t.embed_end_ms - t.embed_start_ms, static_cast<double>(t.word_row_requests) * row_ms);
         }
         if (r.deadline_missed) {
           ++missed;
