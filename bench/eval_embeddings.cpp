@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "embed_texts.hpp"
 #include "stile/calibrate/lowrank_search.hpp"
 #include "stile/calibrate/sst2.hpp"
 #include "stile/calibrate/token_counts.hpp"
@@ -40,26 +41,6 @@
 #ifndef STILE_SST2_DIR
 #define STILE_SST2_DIR "../shared/data/sst2"
 #endif
-
-namespace {
-
-std::vector<std::vector<float>> embed_all(const stile::SentenceEncoder& encoder, const std::vector<std::string>& texts,
-                                          stile::ThreadPool& pool, const std::string& label) {
-  constexpr std::size_t kBatch = 32;
-  std::vector<std::vector<float>> out;
-  out.reserve(texts.size());
-  stile::ProgressBar bar(label);
-  for (std::size_t begin = 0; begin < texts.size(); begin += kBatch) {
-    const std::size_t end = std::min(texts.size(), begin + kBatch);
-    std::vector<std::vector<float>> e =
-        encoder.embed_batch(std::span<const std::string>(texts).subspan(begin, end - begin), &pool);
-    for (auto& v : e) out.push_back(std::move(v));
-    bar.update(end, texts.size());
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::filesystem::path model_dir = stile::default_model_dir();
@@ -100,7 +81,7 @@ int main(int argc, char** argv) {
     }
     stile::ThreadPool pool(threads);
     const stile::SentenceEncoder reference = stile::SentenceEncoder::load(model_dir);
-    const std::vector<std::vector<float>> ref = embed_all(reference, dev.sentences, pool, "dense reference");
+    const std::vector<std::vector<float>> ref = stile::bench::embed_all(reference, dev.sentences, pool, "dense reference");
     const stile::BertConfig& c = reference.model().config();
     const std::size_t rows = c.vocab_size, d = c.hidden;
     const std::span<const float> dense = reference.model().weights().word_embeddings;
@@ -178,7 +159,7 @@ int main(int argc, char** argv) {
       w.word_embeddings = rec;
       const stile::SentenceEncoder encoder(stile::BertModel(std::move(w)), reference.tokenizer(), reference.config());
       const std::vector<std::vector<float>> emb =
-          embed_all(encoder, dev.sentences, pool, fmt::format("budget {}", budget));
+          stile::bench::embed_all(encoder, dev.sentences, pool, fmt::format("budget {}", budget));
       double mean = 0, least = std::numeric_limits<double>::infinity();
       std::size_t correct = 0;
       for (std::size_t i = 0; i < emb.size(); ++i) {

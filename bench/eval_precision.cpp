@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "embed_texts.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/calibrate/sst2.hpp"
 #include "stile/core/progress_bar.hpp"
@@ -40,23 +41,6 @@ struct PresetResult {
   std::size_t correct = 0, total = 0;
   double seconds = 0;
 };
-
-std::vector<std::vector<float>> embed_all(const stile::SentenceEncoder& encoder, const std::vector<std::string>& texts,
-                                          stile::ThreadPool& pool, const std::string& label) {
-  constexpr std::size_t kBatch = 32;
-  std::vector<std::vector<float>> out;
-  out.reserve(texts.size());
-  stile::ProgressBar bar(label);
-  for (std::size_t begin = 0; begin < texts.size(); begin += kBatch) {
-    const std::size_t end = std::min(texts.size(), begin + kBatch);
-    std::vector<std::vector<float>> e =
-        encoder.embed_batch(std::span<const std::string>(texts).subspan(begin, end - begin), &pool);
-    for (auto& v : e) out.push_back(std::move(v));
-    bar.update(end, texts.size());
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,7 +77,7 @@ int main(int argc, char** argv) {
     }
     stile::ThreadPool pool(threads);
     const stile::SentenceEncoder reference = stile::SentenceEncoder::load(model_dir);
-    const std::vector<std::vector<float>> ref = embed_all(reference, dev.sentences, pool, "fp32 reference");
+    const std::vector<std::vector<float>> ref = stile::bench::embed_all(reference, dev.sentences, pool, "fp32 reference");
     const stile::LinearHead* head = nullptr;
     std::optional<stile::HeadsFile> heads;
     std::string head_key;
@@ -111,7 +95,7 @@ int main(int argc, char** argv) {
       const auto start = std::chrono::steady_clock::now();
       const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(model_dir, stile::precision_preset(p));
       const std::vector<std::vector<float>> emb =
-          p == "fp32" ? ref : embed_all(encoder, dev.sentences, pool, "precision " + p);
+          p == "fp32" ? ref : stile::bench::embed_all(encoder, dev.sentences, pool, "precision " + p);
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       r.cosine_min = std::numeric_limits<double>::infinity();
       for (std::size_t i = 0; i < emb.size(); ++i) {

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "support/rng.hpp"
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
 #include "stile/io/fault_injection.hpp"
@@ -58,16 +59,6 @@ std::size_t rss_bytes() {
   return 0;
 }
 
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
 
 // What an error says went wrong (the engine's messages: pipeline/layer_reader.hpp, word_rows.hpp,
 // store/shard_store.hpp).
@@ -146,7 +137,7 @@ int main(int argc, char** argv) {
     fmt::print("soak     {} requests on {} ({}), faults \"{}\"\n", requests, store.string(),
                engine.backend_description(), inject);
 
-    SplitMix rng{seed};
+    stile_test::Rng rng{seed};
     std::size_t served = 0, failed = 0, lost = 0, missed = 0, missed_late = 0, unexplained = 0, undetected = 0;
     std::size_t rss_1000 = 0;
     std::map<std::string, std::size_t> causes;
@@ -267,11 +258,13 @@ int main(int argc, char** argv) {
                  at(0.5), at(0.1), at(0.9), v.size());
       errors[part] = {{"median", at(0.5)}, {"p10", at(0.1)}, {"p90", at(0.9)}, {"requests", v.size()}};
     }
-    fmt::print("memory   RSS at start {:.1f} MB, engine open {:.1f} MB, at request 1000 {:.1f} MB, at the end {:.1f} MB "
-               "(growth from request 1000: {:+.2f} MB)\n",
-               static_cast<double>(rss_start) / 1e6, static_cast<double>(rss_open) / 1e6,
-               static_cast<double>(rss_1000) / 1e6, static_cast<double>(rss_end) / 1e6,
-               (static_cast<double>(rss_end) - static_cast<double>(rss_1000)) / 1e6);
+    fmt::print("memory   RSS at start {:.1f} MB, engine open {:.1f} MB, at the end {:.1f} MB", static_cast<double>(rss_start) / 1e6,
+               static_cast<double>(rss_open) / 1e6, static_cast<double>(rss_end) / 1e6);
+    if (rss_1000 != 0) {  // runs of 1000 requests or more: the growth after the allocator has warmed up
+      fmt::print(", at request 1000 {:.1f} MB (growth from request 1000: {:+.2f} MB)", static_cast<double>(rss_1000) / 1e6,
+                 (static_cast<double>(rss_end) - static_cast<double>(rss_1000)) / 1e6);
+    }
+    fmt::print("\n");
     if (!json_path.empty()) {
       nlohmann::json j = {{"requests", requests},     {"served", served},         {"failed", failed},
                           {"lost", lost},             {"causes", causes},         {"injected", injected_by_kind},
