@@ -70,11 +70,7 @@ int main(int argc, char** argv) {
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   try {
-    stile::LabeledSentences dev = stile::read_glue_tsv(sst2_dir / "dev.tsv");
-    if (limit != 0 && limit < dev.size()) {
-      dev.sentences.resize(limit);
-      dev.labels.resize(limit);
-    }
+    const stile::LabeledSentences dev = stile::bench::read_dev(sst2_dir, limit);
     stile::ThreadPool pool(threads);
     const stile::SentenceEncoder reference = stile::SentenceEncoder::load(model_dir);
     const std::vector<std::vector<float>> ref = stile::bench::embed_all(reference, dev.sentences, pool, "fp32 reference");
