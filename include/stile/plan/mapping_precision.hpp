@@ -145,4 +145,27 @@ inline std::vector<NumberFormat> formats_of_precision(const OpGraph& g, const Mo
   return out;
 }
 
+// A random format per node that ModelPrecision can express: each node kind's formats drawn
+// uniformly, one draw for all heads of a layer and one for both of its LayerNorms. below(n) is a
+// uniform draw from 0..n-1 (the caller's seeded generator).
+template <class Below>
+std::vector<NumberFormat> random_expressible_formats(const OpGraph& g, Below&& below) {
+  std::vector<NumberFormat> out(g.size(), NumberFormat::kF32);
+  std::size_t layer = OpNode::kNoLayer;
+  NumberFormat head = NumberFormat::kF32, ln = NumberFormat::kF32;
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    const OpNode& node = g.nodes[n];
+    const std::vector<NumberFormat> fs = formats_of(node.kind);
+    if (node.layer != layer) {
+      layer = node.layer;
+      head = formats_of(OpNodeKind::kAttentionHead)[below(formats_of(OpNodeKind::kAttentionHead).size())];
+      ln = formats_of(OpNodeKind::kLayerNorm)[below(formats_of(OpNodeKind::kLayerNorm).size())];
+    }
+    out[n] = node.kind == OpNodeKind::kAttentionHead ? head
+             : node.kind == OpNodeKind::kLayerNorm   ? ln
+                                                      : fs[below(fs.size())];
+  }
+  return out;
+}
+
 }  // namespace stile
