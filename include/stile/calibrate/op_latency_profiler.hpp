@@ -98,10 +98,14 @@ inline double median_us(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-inline double time_us(const std::function<void()>& f, std::size_t warmup, std::size_t repeats) {
+// `before` runs untimed before each run (the cache traffic of the operators between two of this
+// kind in a forward pass).
+inline double time_us(const std::function<void()>& f, std::size_t warmup, std::size_t repeats,
+                      const std::function<void()>& before = {}) {
   for (std::size_t i = 0; i < warmup; ++i) f();
   std::vector<double> us;
   for (std::size_t i = 0; i < repeats; ++i) {
+    if (before) before();
     const auto a = std::chrono::steady_clock::now();
     f();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
@@ -220,6 +224,8 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
   const std::vector<float> x0 = random_floats(max_t * d, 1.0f, rng);
   const std::vector<float> h0 = random_floats(max_t * ff, 1.0f, rng);
   const std::vector<float> qkv0 = random_floats(max_t * 3 * d, 1.0f, rng);
+  const std::vector<float> polluter = random_floats((4 * d * d + 2 * d * ff), 1.0f, rng);  // a layer in fp32
+  std::atomic<float> sink{0};
   const std::size_t steps = s.cpus.size() * s.tokens.size();
   std::size_t step = 0;
 
@@ -239,8 +245,19 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
         std::copy_n(qkv0.data(), t * 3 * d, qkv.data());
         const std::size_t offsets[2] = {0, t};
         std::size_t cycle = 0;
+        // Between two linear nodes of one kind, a forward pass reads the rest of a layer's weights:
+        // `other_bytes` of them are read (untimed) before each run.
+        std::size_t other_bytes = 0;
+        float polluted = 0;
+        auto pollute = [&] {
+          const std::size_t n = std::min(other_bytes / sizeof(float), polluter.size());
+          float acc = 0;
+          for (std::size_t i = 0; i < n; i += 16) acc += polluter[i];
+          polluted += acc;
+        };
         auto measure = [&](OpNodeKind kind, NumberFormat f, const std::function<void(std::size_t layer)>& run) {
-          const double us = time_us([&] { run(cycle++ % layers.size()); }, s.warmup, s.repeats);
+          const double us = time_us([&] { run(cycle++ % layers.size()); }, s.warmup, s.repeats,
+                                    other_bytes > 0 ? std::function<void()>(pollute) : std::function<void()>());
           std::vector<double>& e = prof.entry(p, kind, f);
           if (e.empty()) e.assign(s.tokens.size(), 0.0);
           e[static_cast<std::size_t>(std::find(s.tokens.begin(), s.tokens.end(), t) - s.tokens.begin())] = us;
@@ -264,7 +281,13 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
             layer_norm_rows(norm_of(f), x.data(), t, d, d, gamma.data(), beta.data(), 1e-12f, &pool);
           });
         }
+        // A layer's GEMM weights in format f, less the node's own.
+        auto others = [&](NumberFormat f, std::size_t own_params) {
+          const std::size_t bytes_per = f == NumberFormat::kF32 ? 4 : f == NumberFormat::kF16 ? 2 : 1;
+          return (4 * d * d + 2 * d * ff - own_params) * bytes_per;
+        };
         for (const NumberFormat f : formats_of(OpNodeKind::kQkv)) {
+          other_bytes = others(f, 3 * d * d);
           std::vector<LinearWeights> q, kv;
           for (const auto& l : layers) {
             q.push_back(l.q.as(linear_of(f), s.int8_scheme));
@@ -278,6 +301,7 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
           });
         }
         std::copy_n(qkv0.data(), t * 3 * d, qkv.data());
+        other_bytes = 0;
         for (const NumberFormat f : formats_of(OpNodeKind::kAttentionHead)) {
           // One head: its Q, K and V columns are the first 3 x head_dim of a [t x 3 head_dim] buffer.
           measure(OpNodeKind::kAttentionHead, f, [&](std::size_t) {
@@ -287,6 +311,7 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
         }
         std::copy_n(x0.data(), t * d, ctx.data());
         for (const NumberFormat f : formats_of(OpNodeKind::kAttnOut)) {
+          other_bytes = others(f, d * d);
           std::vector<LinearWeights> w;
           for (const auto& l : layers) w.push_back(l.attn_out.as(linear_of(f), s.int8_scheme));
           measure(OpNodeKind::kAttnOut, f, [&](std::size_t l) {
@@ -294,6 +319,7 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
                    epilogue::BiasResidual{layers[l].attn_out.bias.data(), res.data(), d}, &pool);
           });
         }
+        other_bytes = 0;
         for (const NumberFormat f : formats_of(OpNodeKind::kLayerNorm)) {
           std::copy_n(x0.data(), t * d, x.data());
           measure(OpNodeKind::kLayerNorm, f, [&](std::size_t) {
@@ -301,6 +327,7 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
           });
         }
         for (const NumberFormat f : formats_of(OpNodeKind::kFfnIn)) {
+          other_bytes = others(f, d * ff);
           std::vector<LinearWeights> w;
           for (const auto& l : layers) w.push_back(l.ffn_in.as(linear_of(f), s.int8_scheme));
           measure(OpNodeKind::kFfnIn, f, [&](std::size_t l) {
@@ -317,6 +344,7 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
         }
         std::copy_n(h0.data(), t * ff, ffn.data());
         for (const NumberFormat f : formats_of(OpNodeKind::kFfnOut)) {
+          other_bytes = others(f, d * ff);
           std::vector<LinearWeights> w;
           for (const auto& l : layers) w.push_back(l.ffn_out.as(linear_of(f), s.int8_scheme));
           measure(OpNodeKind::kFfnOut, f, [&](std::size_t l) {
@@ -324,6 +352,8 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
                    epilogue::BiasResidual{layers[l].ffn_out.bias.data(), res.data(), d}, &pool);
           });
         }
+        other_bytes = 0;
+        sink.store(polluted, std::memory_order_relaxed);
         std::vector<double> sum(d);
         std::vector<float> pooled(d), logits(s.classes);
         measure(OpNodeKind::kPooling, NumberFormat::kF32, [&](std::size_t) {
