@@ -1,7 +1,7 @@
 #pragma once
 // NSGA-II over (processor, number format) per node of an operator graph: the Pareto front of
 // predicted latency (plan/schedule_emulator.hpp) against predicted accuracy loss (an additive
-// per-node model, OpAccuracyModel below, fitted by calibrate/op_accuracy.hpp on measured
+// per-node model, plan/op_accuracy_model.hpp, fitted by calibrate/op_accuracy.hpp on measured
 // configurations).
 //
 // Encoding: integer genes, two per gene group: the processor (0..allowed processors - 1) and the
@@ -23,22 +23,11 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
+#include "stile/plan/op_accuracy_model.hpp"
 #include "stile/plan/op_graph.hpp"
 #include "stile/plan/schedule_emulator.hpp"
 
 namespace stile {
-
-// Predicted accuracy loss of a format choice: the sum over nodes of loss[node][format] (fp32: 0).
-struct OpAccuracyModel {
-  std::vector<std::array<double, kNumberFormats>> loss;  // [node][format]
-
-  double predict(const std::vector<NumberFormat>& formats) const {
-    require(formats.size() == loss.size(), "accuracy model: one format per node expected");
-    double s = 0;
-    for (std::size_t i = 0; i < formats.size(); ++i) s += loss[i][static_cast<std::size_t>(formats[i])];
-    return s;
-  }
-};
 
 struct PrecisionProblem {
   const OpGraph* graph = nullptr;
