@@ -94,7 +94,9 @@ inline double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1
 
 }  // namespace mapping_ga_detail
 
-inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o) {
+// progress(generation, generations), when set, is called every 1% of the generations.
+inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o,
+                           const std::function<void(std::size_t, std::size_t)>& progress = {}) {
   using namespace mapping_ga_detail;
   check(p, o);
   const OpGraph& g = *p.graph;
@@ -179,6 +181,7 @@ inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o) {
       fit[worst] = f;
     }
     record();
+    if (progress && ((gen + 1) * 100 / o.generations != gen * 100 / o.generations)) progress(gen + 1, o.generations);
   }
   return r;
 }
