@@ -72,12 +72,13 @@ int main(int argc, char** argv) {
     file.processors = prof.processors;
     if (accuracy_path.empty()) {
       std::vector<stile::FormattedProcessor> procs;
+      std::vector<std::string> items;
       if (clusters.empty()) {
         for (std::size_t q = 0; q < prof.processors.size(); ++q) procs.push_back({q, stile::NumberFormat::kF32});
+      } else {
+        items = stile_cli::parse_list(clusters, "--clusters", [](std::string_view v) { return std::string(v); });
       }
-      for (const std::string& item :
-           stile_cli::parse_list(clusters.empty() ? std::string_view{} : std::string_view(clusters), "--clusters",
-                                 [](std::string_view v) { return std::string(v); })) {
+      for (const std::string& item : items) {
         const auto eq = item.find('=');
         stile::NumberFormat f{};
         if (eq == std::string::npos || !stile::parse_number_format(item.substr(eq + 1), f)) {
