@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "pinned_latency.hpp"
 #include "stile/calibrate/op_latency_profiler.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
@@ -63,33 +64,7 @@ int main(int argc, char** argv) {
         else if (i == 1) formats = stile::formats_of_precision(g, stile::precision_preset("int8")), label = "int8";
         else formats = stile::random_expressible_formats(g, below), label = fmt::format("random {}", i - 1);
         const stile::BertModel model(stile::BertWeights::load(model_dir, stile::to_model_precision(g, formats)));
-        stile::Encoding e;
-        for (std::size_t k = 0; k < t; ++k) {
-          e.input_ids.push_back(static_cast<std::int32_t>(1000 + (k * 7919) % 20000));
-          e.token_type_ids.push_back(0);
-          e.attention_mask.push_back(1);
-        }
-        std::vector<double> us;
-        stile::run_pinned(cpu, [&] {
-          stile::ThreadPool pool(1);
-          std::vector<float> hidden, pooled(c.hidden);
-          const std::vector<float> head(2 * c.hidden, 0.01f);
-          const std::vector<stile::Encoding> batch{e};
-          for (std::size_t r = 0; r < repeats + 3; ++r) {
-            const auto a = std::chrono::steady_clock::now();
-            model.encode(batch, hidden, &pool);
-            stile::pool_tokens(hidden, t, c.hidden, stile::Pooling::kMean, pooled);
-            volatile float logit = 0;
-            for (std::size_t k = 0; k < 2; ++k) {
-              float acc = 0;
-              for (std::size_t j = 0; j < c.hidden; ++j) acc += head[k * c.hidden + j] * pooled[j];
-              logit = logit + acc;
-            }
-            if (r >= 3) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
-          }
-        });
-        std::sort(us.begin(), us.end());
-        const double measured = us[us.size() / 2];
+        const double measured = stile::bench::pinned_forward_us(model, t, cpu, repeats);
         const stile::OpCostTable costs = stile::OpCostTable::from_profile(g, prof);
         stile::OpMapping m = stile::OpMapping::uniform(g.size(), static_cast<std::uint8_t>(proc));
         m.format = formats;

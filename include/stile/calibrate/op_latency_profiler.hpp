@@ -8,7 +8,10 @@
 // processor runtime would run a node there. Each node runs the same kernels and epilogues as
 // ops/encoder_layer.hpp on random weights of the model's shape; one copy of the weights per
 // encoder layer is cycled through, so the caches see a whole model's weights as in a forward
-// pass, not one layer's kept hot. Latency: the median of `repeats` runs after `warmup`.
+// pass, not one layer's kept hot, and before each timed run of a linear node the bytes of the rest
+// of a layer's weights in its format are read (untimed) from a buffer as large as all layers'
+// weights, as the other operators of a forward pass would. Latency: the median of `repeats` runs
+// after `warmup`.
 //
 // Transfer p -> q: thread A on p writes b bytes and signals B on q, which reads them and answers.
 // transfer(b) = round trip(b) - (A writing and reading b bytes itself) - the answer's one-way
@@ -224,7 +227,8 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
   const std::vector<float> x0 = random_floats(max_t * d, 1.0f, rng);
   const std::vector<float> h0 = random_floats(max_t * ff, 1.0f, rng);
   const std::vector<float> qkv0 = random_floats(max_t * 3 * d, 1.0f, rng);
-  const std::vector<float> polluter = random_floats((4 * d * d + 2 * d * ff), 1.0f, rng);  // a layer in fp32
+  // Every layer's GEMM weights in fp32.
+  const std::vector<float> polluter = random_floats(c.num_layers * (4 * d * d + 2 * d * ff), 1.0f, rng);
   std::atomic<float> sink{0};
   const std::size_t steps = s.cpus.size() * s.tokens.size();
   std::size_t step = 0;
@@ -247,12 +251,15 @@ inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const Op
         std::size_t cycle = 0;
         // Between two linear nodes of one kind, a forward pass reads the rest of a layer's weights:
         // `other_bytes` of them are read (untimed) before each run.
-        std::size_t other_bytes = 0;
+        // The window read moves on through a buffer of the whole model's weights, so that over a
+        // run the caches see as many distinct bytes as a forward pass streams.
+        std::size_t other_bytes = 0, window = 0;
         float polluted = 0;
         auto pollute = [&] {
           const std::size_t n = std::min(other_bytes / sizeof(float), polluter.size());
           float acc = 0;
-          for (std::size_t i = 0; i < n; i += 16) acc += polluter[i];
+          for (std::size_t i = 0; i < n; i += 16) acc += polluter[(window + i) % polluter.size()];
+          window = (window + n) % polluter.size();
           polluted += acc;
         };
         auto measure = [&](OpNodeKind kind, NumberFormat f, const std::function<void(std::size_t layer)>& run) {
