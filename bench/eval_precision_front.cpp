@@ -10,6 +10,7 @@
 //
 //   eval_precision_front --profile P --accuracy A --heads STORE.heads.json [--svg FILE] [--out FILE]
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <filesystem>
 #include <limits>
@@ -30,6 +31,48 @@
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/plan/mapping_precision.hpp"
 #include "stile/plan/precision_search.hpp"
+
+#if defined(STILE_HAVE_PAGMO)
+#include <pagmo/algorithm.hpp>
+#include <pagmo/algorithms/nsga2.hpp>
+#include <pagmo/population.hpp>
+#include <pagmo/problem.hpp>
+
+namespace {
+// The same problem for pagmo: the integer genes of PrecisionProblem (processor index and format
+// index per gene group) as pagmo's integer part (nix = every dimension), two objectives.
+struct PagmoPrecision {
+  const stile::PrecisionProblem* p = nullptr;
+  pagmo::vector_double fitness(const pagmo::vector_double& x) const {
+    std::vector<std::size_t> g(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) g[i] = static_cast<std::size_t>(x[i] + 0.5);
+    const auto o = p->objectives(g);
+    return {o[0], o[1]};
+  }
+  std::pair<pagmo::vector_double, pagmo::vector_double> get_bounds() const {
+    pagmo::vector_double lo, hi;
+    for (const std::size_t u : p->upper_bounds()) lo.push_back(0), hi.push_back(double(u));
+    return {lo, hi};
+  }
+  pagmo::vector_double::size_type get_nobj() const { return 2; }
+  pagmo::vector_double::size_type get_nix() const { return p->genes(); }
+};
+}  // namespace
+#endif
+
+// The area dominated by a front (latency, loss) up to the reference point `ref`, both axes
+// normalized by ref: larger is better.
+inline double hypervolume(const std::vector<std::array<double, 2>>& front, std::array<double, 2> ref) {
+  std::vector<std::array<double, 2>> f = front;
+  std::sort(f.begin(), f.end());
+  double area = 0, last_loss = ref[1];
+  for (const auto& pt : f) {
+    if (pt[0] >= ref[0] || pt[1] >= last_loss) continue;
+    area += (ref[0] - pt[0]) / ref[0] * (last_loss - pt[1]) / ref[1];
+    last_loss = pt[1];
+  }
+  return area;
+}
 
 #ifndef STILE_SST2_DIR
 #define STILE_SST2_DIR "../shared/data/sst2"
@@ -77,6 +120,51 @@ int main(int argc, char** argv) {
     const stile::PrecisionProblem exec_p = stile::executable_precision_problem(g, costs, acc, proc);
     const std::vector<stile::ParetoPoint> free_front = stile::nsga2_search(free_p, o);
     const std::vector<stile::ParetoPoint> exec_front = stile::nsga2_search(exec_p, o);
+    {
+      // The same search by pagmo2's nsga2 (when built with it), compared by hypervolume and by how
+      // many points of each front the other dominates.
+      std::vector<std::array<double, 2>> ours;
+      for (const auto& pt : exec_front) ours.push_back(pt.objectives);
+      std::array<double, 2> ref{0, 0};
+      for (const auto& pt : ours) ref = {std::max(ref[0], pt[0]), std::max(ref[1], pt[1])};
+#if defined(STILE_HAVE_PAGMO)
+      pagmo::problem pp{PagmoPrecision{&exec_p}};
+      pagmo::population pop{pp, 100, static_cast<unsigned>(seed)};
+      pagmo::algorithm algo{pagmo::nsga2(static_cast<unsigned>(generations), 0.95, 10., 1.0 / double(exec_p.genes()),
+                                         50., static_cast<unsigned>(seed))};
+      pop = algo.evolve(pop);
+      std::vector<stile::ParetoPoint> pts;
+      for (std::size_t i = 0; i < pop.size(); ++i) pts.push_back({{}, {pop.get_f()[i][0], pop.get_f()[i][1]}});
+      std::vector<std::array<double, 2>> theirs;
+      for (const auto& pt : stile::pareto_front(pts)) theirs.push_back(pt.objectives);
+      for (const auto& pt : theirs) ref = {std::max(ref[0], pt[0]), std::max(ref[1], pt[1])};
+      ref = {ref[0] * 1.01, ref[1] * 1.01};
+      std::size_t ours_dominated = 0, theirs_dominated = 0;
+      for (const auto& a : ours) {
+        for (const auto& b : theirs) {
+          if (stile::dominates(b, a)) {
+            ++ours_dominated;
+            break;
+          }
+        }
+      }
+      for (const auto& b : theirs) {
+        for (const auto& a : ours) {
+          if (stile::dominates(a, b)) {
+            ++theirs_dominated;
+            break;
+          }
+        }
+      }
+      fmt::print("executable front, {} generations x 100: ours {} points, hypervolume {:.4f}, {} dominated by "
+                 "pagmo's; pagmo nsga2 {} points, hypervolume {:.4f}, {} dominated by ours\n",
+                 generations, ours.size(), hypervolume(ours, ref), ours_dominated, theirs.size(),
+                 hypervolume(theirs, ref), theirs_dominated);
+#else
+      fmt::print("pagmo2 not built in: no comparison with pagmo's nsga2 (executable front hypervolume {:.4f})\n",
+                 hypervolume(ours, {ref[0] * 1.01, ref[1] * 1.01}));
+#endif
+    }
     fmt::print("fronts: free {} points ({:.1f}..{:.1f} us), executable on cpu:{} {} points ({:.1f}..{:.1f} us)\n",
                free_front.size(), free_front.front().objectives[0], free_front.back().objectives[0], cpu,
                exec_front.size(), exec_front.front().objectives[0], exec_front.back().objectives[0]);

@@ -45,8 +45,8 @@ inline std::string svg_plot(const std::string& title, const std::string& xlabel,
   for (int k = 0; k <= 5; ++k) {
     const double yv = y0 + (y1 - y0) * k / 5, xv = x0 + (x1 - x0) * k / 5;
     const double xr = log_x ? std::pow(10.0, xv) : xv;
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.4g}</text>\n", L - 6, py(yv) + 4, yv);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{:.4g}</text>\n", L + (W - L - R) * k / 5,
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:.4g}</text>\n", L - 6, py(yv) + 4, yv);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:.4g}</text>\n", L + (W - L - R) * k / 5,
                      H - B + 18, xr);
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", L + (W - L - R) / 2, H - 18,
