@@ -40,22 +40,36 @@
 
 namespace {
 // The same problem for pagmo: the integer genes of PrecisionProblem (processor index and format
-// index per gene group) as pagmo's integer part (nix = every dimension), two objectives.
+// index per gene group) as pagmo's integer part (nix = every dimension), two objectives. pagmo's
+// nsga2 refuses a dimension whose bounds are equal, so genes with one value (the processor, when
+// one is allowed) are left out and held at 0.
 struct PagmoPrecision {
   const stile::PrecisionProblem* p = nullptr;
+  std::vector<std::size_t> free;  // indices of the genes with more than one value
+  explicit PagmoPrecision(const stile::PrecisionProblem* problem = nullptr) : p(problem) {
+    if (p == nullptr) return;
+    const auto ub = p->upper_bounds();
+    for (std::size_t i = 0; i < ub.size(); ++i) {
+      if (ub[i] > 0) free.push_back(i);
+    }
+  }
+  std::vector<std::size_t> genes(const pagmo::vector_double& x) const {
+    std::vector<std::size_t> g(p->genes(), 0);
+    for (std::size_t i = 0; i < free.size(); ++i) g[free[i]] = static_cast<std::size_t>(x[i] + 0.5);
+    return g;
+  }
   pagmo::vector_double fitness(const pagmo::vector_double& x) const {
-    std::vector<std::size_t> g(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) g[i] = static_cast<std::size_t>(x[i] + 0.5);
-    const auto o = p->objectives(g);
+    const auto o = p->objectives(genes(x));
     return {o[0], o[1]};
   }
   std::pair<pagmo::vector_double, pagmo::vector_double> get_bounds() const {
     pagmo::vector_double lo, hi;
-    for (const std::size_t u : p->upper_bounds()) lo.push_back(0), hi.push_back(double(u));
+    const auto ub = p->upper_bounds();
+    for (const std::size_t i : free) lo.push_back(0), hi.push_back(double(ub[i]));
     return {lo, hi};
   }
   pagmo::vector_double::size_type get_nobj() const { return 2; }
-  pagmo::vector_double::size_type get_nix() const { return p->genes(); }
+  pagmo::vector_double::size_type get_nix() const { return free.size(); }
 };
 }  // namespace
 #endif
@@ -128,9 +142,9 @@ int main(int argc, char** argv) {
       std::array<double, 2> ref{0, 0};
       for (const auto& pt : ours) ref = {std::max(ref[0], pt[0]), std::max(ref[1], pt[1])};
 #if defined(STILE_HAVE_PAGMO)
-      pagmo::problem pp{PagmoPrecision{&exec_p}};
+      pagmo::problem pp{PagmoPrecision(&exec_p)};
       pagmo::population pop{pp, 100, static_cast<unsigned>(seed)};
-      pagmo::algorithm algo{pagmo::nsga2(static_cast<unsigned>(generations), 0.95, 10., 1.0 / double(exec_p.genes()),
+      pagmo::algorithm algo{pagmo::nsga2(static_cast<unsigned>(generations), 0.95, 10., 1.0 / double(PagmoPrecision(&exec_p).free.size()),
                                          50., static_cast<unsigned>(seed))};
       pop = algo.evolve(pop);
       std::vector<stile::ParetoPoint> pts;
