@@ -7,12 +7,14 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "stile/calibrate/op_accuracy.hpp"
+#include "stile/calibrate/op_latency_profiler.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/plan/mapping_file.hpp"
 #include "support/error_of.hpp"
@@ -205,4 +207,44 @@ TEST_CASE("accuracy units: what the CPU engine sets together") {
     const auto f = stile::random_expressible_formats(g, below);
     CHECK(fit.predict(f) == Approx(truth.predict(f)));
   }
+}
+
+TEST_CASE("op latency profiler: a small real measurement has every entry, and reads back") {
+  // Structure only: timings on a shared machine prove nothing about each other.
+  stile::BertConfig c;
+  c.hidden = 16;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.intermediate = 32;
+  stile::OpProfileSettings s;
+  s.tokens = {4, 8};
+  s.cpus = {0};
+  s.repeats = 1;
+  s.warmup = 0;
+  if (std::thread::hardware_concurrency() >= 2) s.cpus = {0, 1};
+  s.transfer_bytes = {0, 4096};
+  s.transfer_repeats = 5;
+  const stile::OpLatencyProfile p = stile::measure_op_latency_profile(c, s);
+  REQUIRE(p.processors.size() == s.cpus.size());
+  for (std::size_t q = 0; q < p.processors.size(); ++q) {
+    for (std::size_t k = 0; k < stile::kOpNodeKinds; ++k) {
+      const auto kind = static_cast<stile::OpNodeKind>(k);
+      for (const NumberFormat f : stile::formats_of(kind)) {
+        INFO(stile::to_string(kind) << " " << stile::to_string(f));
+        REQUIRE(p.has(q, kind, f));
+        CHECK(p.latency_us(q, kind, f, 8) >= 0);
+      }
+    }
+  }
+  const stile::OpLatencyProfile back = stile::OpLatencyProfile::from_json(p.to_json(), "p.json");
+  CHECK(back.to_json() == p.to_json());
+  const stile::OpGraph g = stile::bert_op_graph({.layers = 2, .hidden = 16, .heads = 2, .ffn = 32, .tokens = 6});
+  CHECK(stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, back), stile::OpMapping::uniform(g.size(), 0)) > 0);
+  stile::OpProfileSettings bad = s;
+  bad.cpus = {100000};
+  CHECK_THAT(error_of([&] { stile::measure_op_latency_profile(c, bad); }), Contains("cpu 100000"));
+  // A transfer whose consumer or producer cannot be pinned ends with the error, never hangs.
+  using stile::op_profiler_detail::round_trip_us;
+  CHECK_THAT(error_of([] { round_trip_us(0, 100000, 64, 5, false); }), Contains("cpu 100000"));
+  CHECK_THAT(error_of([] { round_trip_us(100000, 0, 64, 5, false); }), Contains("cpu 100000"));
 }

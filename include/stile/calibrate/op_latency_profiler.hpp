@@ -150,6 +150,7 @@ inline double round_trip_us(unsigned a, unsigned b, std::size_t bytes, std::size
   AlignedBuffer<float> buf;
   buf.resize(std::max<std::size_t>(1, bytes / sizeof(float)));
   const std::size_t n = bytes / sizeof(float);
+  constexpr std::int64_t kStop = -2;
   std::atomic<std::int64_t> flag{-1}, ack{-1};
   std::atomic<float> sink{0};
   std::vector<double> us;
@@ -174,7 +175,8 @@ inline double round_trip_us(unsigned a, unsigned b, std::size_t bytes, std::size
     try {
       pin_current_thread_to_cpu(b);
       for (std::int64_t r = 0; r < std::int64_t(repeats + 10); ++r) {
-        while (flag.load(std::memory_order_acquire) != r) {
+        for (std::int64_t v = flag.load(std::memory_order_acquire); v != r; v = flag.load(std::memory_order_acquire)) {
+          if (v == kStop) return;  // the producer could not run
         }
         consume();
         ack.store(r, std::memory_order_release);
@@ -184,17 +186,23 @@ inline double round_trip_us(unsigned a, unsigned b, std::size_t bytes, std::size
       ack.store(1 << 30, std::memory_order_release);
     }
   });
-  run_pinned(a, [&] {
-    for (std::int64_t r = 0; r < std::int64_t(repeats + 10); ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::fill_n(buf.data(), n, float(r));
-      flag.store(r, std::memory_order_release);
-      while (ack.load(std::memory_order_acquire) < r) {
+  try {
+    run_pinned(a, [&] {
+      for (std::int64_t r = 0; r < std::int64_t(repeats + 10); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::fill_n(buf.data(), n, float(r));
+        flag.store(r, std::memory_order_release);
+        while (ack.load(std::memory_order_acquire) < r) {
+        }
+        if (error) break;
+        if (r >= 10) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       }
-      if (error) break;
-      if (r >= 10) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-  });
+    });
+  } catch (...) {
+    flag.store(kStop, std::memory_order_release);
+    consumer.join();
+    throw;
+  }
   consumer.join();
   if (error) std::rethrow_exception(error);
   return median_us(us);
