@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/plan/mapping_file.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/sentence_encoder.hpp"
@@ -48,6 +49,7 @@ struct Options {
   std::size_t threads = 0;  // 0: the default pool
   bool verbose = false;
   std::string precision = "fp32";  // a preset of ops/precision.hpp
+  std::filesystem::path mapping;   // a mapping file (tools/search_mapping) in place of the preset
   std::vector<std::string> sentences;
 };
 
@@ -80,6 +82,9 @@ Options parse_args(int argc, char** argv) {
   cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
   cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
   cli.precision(options.precision);
+  cli.flag("--mapping", "FILE",
+           "a format per operator from a mapping file (tools/search_mapping; one processor) instead of --precision",
+           options.mapping);
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
@@ -183,12 +188,19 @@ int run(const Options& options) {
   };
 
   const auto load_start = Clock::now();
-  const stile::SentenceEncoder encoder =
-      stile::SentenceEncoder::load(options.model_dir, stile::precision_preset(options.precision));
+  stile::ModelPrecision precision = stile::precision_preset(options.precision);
+  std::string precision_name = options.precision;
+  if (!options.mapping.empty()) {
+    precision = stile::model_precision_of(stile::OpMappingFile::load(options.mapping),
+                                          stile::read_bert_config((options.model_dir / "config.json").string()),
+                                          options.mapping.string());
+    precision_name = "mapping " + options.mapping.string();
+  }
+  const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(options.model_dir, precision);
   if (options.verbose) {
     fmt::print(stderr, "embed: loaded {} in {:.1f} ms (dim {}, max {} tokens, precision {})\n",
                options.model_dir.string(), ms_since(load_start), encoder.dim(), encoder.config().max_seq_length,
-               options.precision);
+               precision_name);
   }
   if (options.tokens) {
     std::vector<stile::Encoding> encodings;

@@ -1,0 +1,93 @@
+// The schedule emulator's prediction (plan/schedule_emulator.hpp on an op latency profile from
+// tools/profile_ops) against measured execution, for what executes today: the whole model on one
+// processor (one thread pinned to one core) with a random per-layer, per-operator precision
+// mapping, converted to a ModelPrecision (plan/mapping_precision.hpp) and run by BertModel.
+// Measured: encode() + mean pooling + the classifier's dot products, the graph's nodes. Reports
+// each mapping's predicted and measured latency and the median absolute relative error.
+//
+//   eval_op_latency --profile minilm.ops.json [--mappings 24] [--tokens 32,128] [--cpu 0] [--out FILE]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "pinned_latency.hpp"
+#include "stile/calibrate/op_latency_profiler.hpp"
+#include "stile/io/json_file.hpp"
+#include "stile/io/model_cache.hpp"
+#include "stile/model/bert_model.hpp"
+#include "stile/plan/mapping_precision.hpp"
+#include "stile/plan/schedule_emulator.hpp"
+
+int main(int argc, char** argv) {
+  std::filesystem::path model_dir = stile::default_model_dir(), profile_path, out_path;
+  std::size_t mappings = 24, repeats = 15, seed = 19;
+  std::vector<std::size_t> tokens{32, 128};
+  unsigned cpu = 0;
+  stile_cli::Parser cli("eval_op_latency", "--profile FILE [options]",
+                        "Predicted (schedule emulator on the op latency profile) vs measured latency of random "
+                        "single-processor precision mappings of the default model.");
+  cli.flag("--model", "DIR", "model directory", model_dir);
+  cli.flag("--profile", "FILE", "op latency profile (tools/profile_ops)", profile_path);
+  cli.flag("--mappings", "N", "random precision mappings per token count", mappings).at_least(1);
+  cli.flag("--tokens", "LIST", "sequence lengths", tokens).at_least(1);
+  cli.flag("--repeats", "N", "timed runs per mapping (median)", repeats).at_least(1);
+  cli.flag("--cpu", "N", "the core that runs the model (the profile's processor cpu:N)", cpu);
+  cli.flag("--seed", "N", "seed of the random mappings", seed);
+  cli.flag("--out", "FILE", "write the results as JSON", out_path);
+  if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
+  if (profile_path.empty()) cli.fail("--profile is required");
+  try {
+    const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
+    const std::size_t proc = prof.processor_index("cpu:" + std::to_string(cpu));
+    std::mt19937_64 rng(seed);
+    auto below = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<double> all_errors;
+    for (const std::size_t t : tokens) {
+      std::vector<double> errors;
+      for (std::size_t i = 0; i < mappings + 2; ++i) {
+        std::string label;
+        const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+        const stile::OpGraph g = stile::bert_op_graph(
+            {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = t});
+        std::vector<stile::NumberFormat> formats;
+        if (i == 0) formats = stile::formats_of_precision(g, stile::precision_preset("fp32")), label = "fp32";
+        else if (i == 1) formats = stile::formats_of_precision(g, stile::precision_preset("int8")), label = "int8";
+        else formats = stile::random_expressible_formats(g, below), label = fmt::format("random {}", i - 1);
+        const stile::BertModel model(stile::BertWeights::load(model_dir, stile::to_model_precision(g, formats)));
+        const double measured = stile::bench::pinned_forward_us(model, t, cpu, repeats);
+        const stile::OpCostTable costs = stile::OpCostTable::from_profile(g, prof);
+        stile::OpMapping m = stile::OpMapping::uniform(g.size(), static_cast<std::uint8_t>(proc));
+        m.format = formats;
+        const double predicted = stile::predict_latency_us(g, costs, m);
+        const double err = (predicted - measured) / measured;
+        if (i >= 2) errors.push_back(std::abs(err)), all_errors.push_back(std::abs(err));
+        fmt::print("tokens {:>4}  {:>10}  predicted {:>9.1f} us  measured {:>9.1f} us  error {:+6.1f}%\n", t, label,
+                   predicted, measured, 100 * err);
+        rows.push_back({{"tokens", t}, {"mapping", label}, {"predicted_us", predicted}, {"measured_us", measured}});
+      }
+      std::sort(errors.begin(), errors.end());
+      fmt::print("tokens {}: median |error| over {} random mappings {:.1f}%, max {:.1f}%\n", t, errors.size(),
+                 100 * errors[errors.size() / 2], 100 * errors.back());
+    }
+    std::sort(all_errors.begin(), all_errors.end());
+    const double med = all_errors[all_errors.size() / 2];
+    fmt::print("all: median |error| over {} random mappings {:.1f}% (target <= 10%)\n", all_errors.size(), 100 * med);
+    if (!out_path.empty()) {
+      stile::write_file_atomically(out_path, nlohmann::json{{"rows", rows}, {"median_abs_error", med}}.dump(1) + "\n");
+    }
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "eval_op_latency: {}\n", ex.what());
+    return 1;
+  }
+  return 0;
+}

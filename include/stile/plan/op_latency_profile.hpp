@@ -1,0 +1,266 @@
+#pragma once
+// The operator latency profile: what each node of the operator graph (plan/op_graph.hpp) costs on
+// each processor in each number format, and what moving activations between processors costs,
+// measured once per board and model shape (calibrate/op_latency_profiler.hpp; tools/profile_ops)
+// so that the schedule emulator (plan/schedule_emulator.hpp) predicts a mapping's latency.
+//
+// The JSON file (save/load; load refuses anything else with "stile: <file>: op latency profile:
+// <problem>"):
+//
+//   {
+//     "format": "stile-op-latency-profile",   exactly this
+//     "version": 1,
+//     "machine": { ... },                      free-form: what it was measured on
+//     "settings": { ... },                     free-form: how (repeats, threads per processor, ...)
+//     "shape": {"layers": 6, "hidden": 384, "heads": 12, "ffn": 1536, "classes": 2},
+//     "tokens": [16, 32, 64, 128],             sequence lengths measured, strictly increasing, >= 1
+//     "processors": ["cpu:0", "cpu:1"],        names, distinct, non-empty
+//     "latency_us": [                          one entry per (processor, kind, format), no repeats
+//       {"processor": "cpu:0", "kind": "qkv", "format": "int8", "us": [..one per tokens..]}, ...],
+//     "transfer": [                            one entry per ordered pair of distinct processors
+//       {"from": "cpu:0", "to": "cpu:1", "call_us": 2.1, "byte_us": 0.0001}, ...]
+//   }
+//
+// kind and format are op_graph.hpp's names; a format the kind does not have is refused. A node's
+// latency at a token count between two measured ones is interpolated linearly, outside them
+// extrapolated along the nearest segment (never below 0). Transfer of b bytes from p to q costs
+// call_us + b * byte_us; on one processor, 0.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stile/core/error.hpp"
+#include "stile/core/file_error.hpp"
+#include "stile/io/json_fields.hpp"
+#include "stile/io/json_file.hpp"
+#include "stile/io/strict_json.hpp"
+#include "stile/plan/op_graph.hpp"
+
+namespace stile {
+
+inline constexpr std::string_view kOpLatencyProfileFormatName = "stile-op-latency-profile";
+inline constexpr std::uint64_t kOpLatencyProfileVersion = 1;
+
+struct TransferCost {
+  double call_us = 0, byte_us = 0;
+  double us(std::size_t bytes) const noexcept { return call_us + double(bytes) * byte_us; }
+};
+
+struct OpLatencyProfile {
+  nlohmann::json machine = nlohmann::json::object();
+  nlohmann::json settings = nlohmann::json::object();
+  OpGraphShape shape;  // tokens unused (0): the profile covers `tokens`
+  std::vector<std::size_t> tokens;
+  std::vector<std::string> processors;
+  // [processor][kind][format]: microseconds per tokens entry; empty when not measured.
+  std::vector<std::array<std::array<std::vector<double>, kNumberFormats>, kOpNodeKinds>> latency;
+  std::vector<std::vector<TransferCost>> transfer;  // [from][to]; the diagonal is unused
+
+  // An empty profile over these processors and token counts (latency and transfer to be filled).
+  static OpLatencyProfile empty(OpGraphShape shape, std::vector<std::size_t> tokens, std::vector<std::string> procs) {
+    OpLatencyProfile p;
+    p.shape = shape;
+    p.shape.tokens = 0;
+    p.tokens = std::move(tokens);
+    p.processors = std::move(procs);
+    p.latency.resize(p.processors.size());
+    p.transfer.assign(p.processors.size(), std::vector<TransferCost>(p.processors.size()));
+    return p;
+  }
+
+  bool has(std::size_t proc, OpNodeKind k, NumberFormat f) const {
+    return proc < latency.size() && !latency[proc][idx(k)][idx(f)].empty();
+  }
+  std::vector<double>& entry(std::size_t proc, OpNodeKind k, NumberFormat f) {
+    return latency.at(proc)[idx(k)][idx(f)];
+  }
+
+  // Microseconds of one node of kind k in format f on processor proc for `t` tokens.
+  double latency_us(std::size_t proc, OpNodeKind k, NumberFormat f, std::size_t t) const {
+    if (!has(proc, k, f)) {
+      throw Error(concat("stile: op latency profile: no latency of ", to_string(k), " in ", to_string(f), " on ",
+                         proc < processors.size() ? processors[proc] : std::string("processor ?")));
+    }
+    const std::vector<double>& us = latency[proc][idx(k)][idx(f)];
+    if (tokens.size() == 1) return us[0];
+    // The segment [i, i + 1] holding t, or the nearest one.
+    const auto it = std::upper_bound(tokens.begin(), tokens.end(), t);
+    std::size_t i = it == tokens.begin() ? 0 : static_cast<std::size_t>(it - tokens.begin()) - 1;
+    i = std::min(i, tokens.size() - 2);
+    const double x0 = double(tokens[i]), x1 = double(tokens[i + 1]);
+    const double v = us[i] + (us[i + 1] - us[i]) * (double(t) - x0) / (x1 - x0);
+    return std::max(0.0, v);
+  }
+  double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
+    return from == to ? 0.0 : transfer.at(from).at(to).us(bytes);
+  }
+  // The processor named `name`; Error when the profile has none.
+  std::size_t processor_index(std::string_view name) const {
+    for (std::size_t p = 0; p < processors.size(); ++p) {
+      if (processors[p] == name) return p;
+    }
+    throw Error(concat("stile: op latency profile: no processor \"", name, "\""));
+  }
+
+  nlohmann::json to_json() const {
+    nlohmann::json lat = nlohmann::json::array(), xfer = nlohmann::json::array();
+    for (std::size_t p = 0; p < latency.size(); ++p) {
+      for (std::size_t k = 0; k < kOpNodeKinds; ++k) {
+        for (std::size_t f = 0; f < kNumberFormats; ++f) {
+          if (latency[p][k][f].empty()) continue;
+          lat.push_back({{"processor", processors[p]},
+                         {"kind", to_string(static_cast<OpNodeKind>(k))},
+                         {"format", to_string(static_cast<NumberFormat>(f))},
+                         {"us", latency[p][k][f]}});
+        }
+      }
+    }
+    for (std::size_t a = 0; a < processors.size(); ++a) {
+      for (std::size_t b = 0; b < processors.size(); ++b) {
+        if (a == b) continue;
+        xfer.push_back({{"from", processors[a]},
+                        {"to", processors[b]},
+                        {"call_us", transfer[a][b].call_us},
+                        {"byte_us", transfer[a][b].byte_us}});
+      }
+    }
+    return {{"format", kOpLatencyProfileFormatName},
+            {"version", kOpLatencyProfileVersion},
+            {"machine", machine},
+            {"settings", settings},
+            {"shape",
+             {{"layers", shape.layers},
+              {"hidden", shape.hidden},
+              {"heads", shape.heads},
+              {"ffn", shape.ffn},
+              {"classes", shape.classes}}},
+            {"tokens", tokens},
+            {"processors", processors},
+            {"latency_us", lat},
+            {"transfer", xfer}};
+  }
+
+  static OpLatencyProfile from_json(const nlohmann::json& j, const std::string& file);
+  void save(const std::filesystem::path& path) const { write_file_atomically(path, to_json().dump(1) + "\n"); }
+  static OpLatencyProfile load(const std::filesystem::path& path);
+
+ private:
+  template <class E>
+  static std::size_t idx(E e) noexcept {
+    return static_cast<std::size_t>(e);
+  }
+};
+
+namespace op_latency_profile_detail {
+inline constexpr std::uintmax_t kMaxProfileBytes = std::uintmax_t{16} << 20;
+inline constexpr int kMaxJsonDepth = 16;
+inline constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 24;
+inline constexpr std::size_t kMaxProcessors = 64;
+}  // namespace op_latency_profile_detail
+
+inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, const std::string& file) {
+  using namespace op_latency_profile_detail;
+  constexpr std::string_view d = "op latency profile";
+  if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
+  json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us", "transfer"},
+                 d, file);
+  json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", kOpLatencyProfileVersion, "", d, file);
+  OpGraphShape shape;
+  const nlohmann::json& sj = json_object_member(j, "shape", d, file);
+  json_only_keys(sj, {"layers", "hidden", "heads", "ffn", "classes"}, d, file);
+  auto dim = [&](const char* key) {
+    const std::uint64_t v = json_whole(json_member(sj, key, d, file), concat("\"shape\".\"", key, "\""), d, file);
+    if (v < 1 || v > kMaxDimension) json_fail(file, d, "\"shape\".\"", key, "\" = ", v, " is outside 1..", kMaxDimension);
+    return static_cast<std::size_t>(v);
+  };
+  shape.layers = dim("layers");
+  shape.hidden = dim("hidden");
+  shape.heads = dim("heads");
+  shape.ffn = dim("ffn");
+  shape.classes = dim("classes");
+  if (shape.hidden % shape.heads != 0) json_fail(file, d, "\"shape\": hidden is not a multiple of heads");
+  std::vector<std::size_t> tokens;
+  for (const std::uint64_t t : json_increasing(json_member(j, "tokens", d, file), "\"tokens\"", 1, kMaxDimension, d, file)) {
+    tokens.push_back(static_cast<std::size_t>(t));
+  }
+  const nlohmann::json& pj = json_array_member(j, "processors", d, file);
+  if (pj.empty() || pj.size() > kMaxProcessors) {
+    json_fail(file, d, "\"processors\" must list 1..", kMaxProcessors, " processors, got ", pj.size());
+  }
+  std::vector<std::string> procs;
+  for (std::size_t i = 0; i < pj.size(); ++i) {
+    if (!pj[i].is_string() || pj[i].get<std::string>().empty()) {
+      json_fail(file, d, "\"processors\"[", i, "] must be a non-empty string, got ", json_excerpt(pj[i]));
+    }
+    const std::string name = pj[i].get<std::string>();
+    if (std::find(procs.begin(), procs.end(), name) != procs.end()) {
+      json_fail(file, d, "processor \"", json_excerpt(pj[i]), "\" is listed twice");
+    }
+    procs.push_back(name);
+  }
+  OpLatencyProfile p = empty(shape, std::move(tokens), std::move(procs));
+  p.machine = json_object_member(j, "machine", d, file);
+  p.settings = json_object_member(j, "settings", d, file);
+  auto proc_of = [&](const nlohmann::json& e, const char* key, const std::string& where) {
+    const std::string& name = json_string_member(e, key, where, file);
+    for (std::size_t i = 0; i < p.processors.size(); ++i) {
+      if (p.processors[i] == name) return i;
+    }
+    json_fail(file, where, "\"", key, "\" names no listed processor: ", json_excerpt(e.at(key)));
+  };
+  const nlohmann::json& lat = json_array_member(j, "latency_us", d, file);
+  for (std::size_t i = 0; i < lat.size(); ++i) {
+    const std::string where = concat("op latency profile: \"latency_us\"[", i, "]");
+    if (!lat[i].is_object()) json_fail(file, where, "must be a JSON object, got ", json_excerpt(lat[i]));
+    json_only_keys(lat[i], {"processor", "kind", "format", "us"}, where, file);
+    const std::size_t proc = proc_of(lat[i], "processor", where);
+    OpNodeKind kind{};
+    NumberFormat fmt{};
+    if (!parse_op_node_kind(json_string_member(lat[i], "kind", where, file), kind)) {
+      json_fail(file, where, "unknown node kind ", json_excerpt(lat[i].at("kind")));
+    }
+    if (!parse_number_format(json_string_member(lat[i], "format", where, file), fmt)) {
+      json_fail(file, where, "unknown number format ", json_excerpt(lat[i].at("format")));
+    }
+    if (!has_format(kind, fmt)) json_fail(file, where, to_string(kind), " has no ", to_string(fmt), " format");
+    std::vector<double>& slot = p.entry(proc, kind, fmt);
+    if (!slot.empty()) json_fail(file, where, "a second entry for the same processor, kind and format");
+    slot = json_nonnegatives(json_member(lat[i], "us", where, file), p.tokens.size(), "\"us\"", "one per tokens entry",
+                             where, file);
+  }
+  const nlohmann::json& xf = json_array_member(j, "transfer", d, file);
+  std::vector<std::vector<bool>> seen(p.processors.size(), std::vector<bool>(p.processors.size(), false));
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    const std::string where = concat("op latency profile: \"transfer\"[", i, "]");
+    if (!xf[i].is_object()) json_fail(file, where, "must be a JSON object, got ", json_excerpt(xf[i]));
+    json_only_keys(xf[i], {"from", "to", "call_us", "byte_us"}, where, file);
+    const std::size_t a = proc_of(xf[i], "from", where), b = proc_of(xf[i], "to", where);
+    if (a == b) json_fail(file, where, "a transfer from a processor to itself");
+    if (seen[a][b]) json_fail(file, where, "a second entry for the same pair of processors");
+    seen[a][b] = true;
+    p.transfer[a][b].call_us = json_nonnegative(json_member(xf[i], "call_us", where, file), "\"call_us\"", where, file);
+    p.transfer[a][b].byte_us = json_nonnegative(json_member(xf[i], "byte_us", where, file), "\"byte_us\"", where, file);
+  }
+  for (std::size_t a = 0; a < p.processors.size(); ++a) {
+    for (std::size_t b = 0; b < p.processors.size(); ++b) {
+      if (a != b && !seen[a][b]) {
+        json_fail(file, d, "no transfer cost from \"", p.processors[a], "\" to \"", p.processors[b], "\"");
+      }
+    }
+  }
+  return p;
+}
+
+inline OpLatencyProfile OpLatencyProfile::load(const std::filesystem::path& path) {
+  using namespace op_latency_profile_detail;
+  const nlohmann::json j = read_json_file(path, kMaxProfileBytes, kMaxJsonDepth, "the op latency profile");
+  return from_json(j, path.string());
+}
+
+}  // namespace stile
