@@ -2,10 +2,14 @@
 // What one rank did when during a multi-device layer: compute and communication phases, in
 // milliseconds from the trace's origin, exported as Chrome trace JSON (chrome://tracing, Perfetto)
 // with one lane for compute and one for communication; the tool writes one file per rank.
+// A trace can also emulate a slower device (set_slowdown: every compute phase is stretched to
+// that many times its measured length by sleeping, so peers wait as they would for a slower
+// board); every figure made so must say it is emulated.
 #include <chrono>
 #include <cstddef>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +32,10 @@ class DistTrace {
   double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
   void add(std::string name, bool comm, double start_ms) { events_.push_back({std::move(name), comm, start_ms, now_ms()}); }
   const std::vector<DistEvent>& events() const noexcept { return events_; }
+  void clear() { events_.clear(); }
+  // Emulated: compute phases take `factor` times as long (>= 1).
+  void set_slowdown(double factor) noexcept { slowdown_ = factor < 1 ? 1 : factor; }
+  double slowdown() const noexcept { return slowdown_; }
   double total_ms(bool comm) const {
     double s = 0;
     for (const DistEvent& e : events_) s += e.comm == comm ? e.end_ms - e.start_ms : 0;
@@ -53,6 +61,7 @@ class DistTrace {
  private:
   Clock::time_point origin_;
   std::vector<DistEvent> events_;
+  double slowdown_ = 1;
 };
 
 // Adds the phase from its construction to its end to a trace (none: nothing).
@@ -61,7 +70,12 @@ class DistPhase {
   DistPhase(DistTrace* trace, const char* name, bool comm)
       : trace_(trace), name_(name), comm_(comm), start_(trace ? trace->now_ms() : 0) {}
   ~DistPhase() {
-    if (trace_) trace_->add(name_, comm_, start_);
+    if (!trace_) return;
+    if (!comm_ && trace_->slowdown() > 1) {
+      const double ms = (trace_->slowdown() - 1) * (trace_->now_ms() - start_);
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    }
+    trace_->add(name_, comm_, start_);
   }
   DistPhase(const DistPhase&) = delete;
   DistPhase& operator=(const DistPhase&) = delete;
