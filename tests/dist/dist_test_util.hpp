@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "stile/dist/partition.hpp"
+#include "stile/plan/layer_partition.hpp"
 
 namespace stile_test {
 

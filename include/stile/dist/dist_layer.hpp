@@ -1,6 +1,6 @@
 #pragma once
 // A layer computed by several devices together (ranks of a Communicator), each holding its part of
-// the weights as a Partition gives it (dist/partition.hpp); one implementation per mode:
+// the weights as a Partition gives it (plan/layer_partition.hpp); one implementation per mode:
 // dist/ws_layer.hpp, dist/tiled1d_layer.hpp, dist/tiled2d_layer.hpp (made by
 // dist/make_dist_layer.hpp). Every rank calls run() with the same x and sequences; on return, x
 // holds the layer's output on every rank, equal to the single-device layer's up to float rounding
@@ -11,7 +11,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/dist/partition.hpp"
+#include "stile/plan/layer_partition.hpp"
 #include "stile/dist/trace.hpp"
 #include "stile/kernels/gemm.hpp"
 

@@ -6,7 +6,7 @@
 #include "stile/dist/communicator.hpp"
 #include "stile/dist/dense_layer.hpp"
 #include "stile/dist/dist_layer.hpp"
-#include "stile/dist/partition.hpp"
+#include "stile/plan/layer_partition.hpp"
 #include "stile/dist/tiled1d_layer.hpp"
 #include "stile/dist/tiled2d_layer.hpp"
 #include "stile/dist/ws_layer.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// 1D-tiled weight-stationary mode (Megatron-style; dist/partition.hpp): device r holds only its
+// 1D-tiled weight-stationary mode (Megatron-style; plan/layer_partition.hpp): device r holds only its
 // heads' rows of W_q, W_k, W_v (column-parallel), the same columns of W_o (row-parallel), its
 // neurons' rows of W_1 (column-parallel) and the same columns of W_2 (row-parallel).
 //   attention: QKV and attention of its heads, its partial output projection, all-reduce;

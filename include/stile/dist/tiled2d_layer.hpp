@@ -1,5 +1,5 @@
 #pragma once
-// 2D-tiled weight-stationary mode (dist/partition.hpp): a grid of R x C devices, rank i C + j.
+// 2D-tiled weight-stationary mode (plan/layer_partition.hpp): a grid of R x C devices, rank i C + j.
 // Device (i, j) holds, of every matrix, only the block of grid row i's heads (or neurons) and grid
 // column j's hidden columns: W_q, W_k, W_v, W_1 rows of row i x columns cols[j]; W_o, W_2 rows
 // cols[j] x columns of row i. Per layer:

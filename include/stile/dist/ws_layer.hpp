@@ -1,5 +1,5 @@
 #pragma once
-// WS, Hepti's weight-stationary mode (dist/partition.hpp): every device holds the whole layer.
+// WS, Hepti's weight-stationary mode (plan/layer_partition.hpp): every device holds the whole layer.
 //   1. Q, K, V and attention for this device's heads, over all tokens (column-wise split);
 //   2. an all-gather of the per-head context (uneven counts: heads[r] x head_dim columns each);
 //   3. this device's token rows, in proportion to neurons[r]: output projection + residual, LN1,

@@ -1,6 +1,7 @@
 #pragma once
-// How an encoder layer is split over devices, in whole heads and whole FFN neurons (the unit the
-// shard layout cuts a layer in, store/shard_layout.hpp), with uneven shares:
+// How an encoder layer is split over devices (the plan that dist/'s multi-device layers follow and
+// plan/lp_partition.hpp makes), in whole heads and whole FFN neurons (the unit the shard layout
+// cuts a layer in, store/shard_layout.hpp), with uneven shares:
 //   WS  (weight-stationary, Hepti): every device holds the whole layer; heads[r] heads of
 //       Q/K/V and attention on device r, then token rows in proportion to neurons[r] for the
 //       output projection, both LayerNorms and the MLP.
