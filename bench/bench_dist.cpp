@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   cli.flag("--heads", "H0,H1,..", "heads per rank (default: even)", heads_text);
   cli.flag("--neurons", "F0,F1,..", "FFN neurons per rank (default: even)", neurons_text);
   cli.flag("--slow-rank", "R", "emulate a slower device on this rank", slow_rank);
-  cli.flag("--slowdown", "F", "its compute phases take F times as long (emulated, by sleeping)", slowdown).at_least(1);
+  cli.flag("--slowdown", "F", "its compute phases take F times as long (emulated, by spinning)", slowdown).at_least(1);
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (!args.empty()) cli.fail("no positional arguments");
 
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
         j["weight_bytes_per_layer_per_rank"] = wbytes;
         if (slow_rank != SIZE_MAX && slowdown > 1) {
           j["emulated"] = "rank " + std::to_string(slow_rank) + " slowed " + std::to_string(slowdown) +
-                          "x (its compute phases stretched by sleeping)";
+                          "x (its compute phases stretched by spinning)";
         }
         std::printf("%s\n", j.dump().c_str());
         std::fflush(stdout);

@@ -3,13 +3,12 @@
 // milliseconds from the trace's origin, exported as Chrome trace JSON (chrome://tracing, Perfetto)
 // with one lane for compute and one for communication; the tool writes one file per rank.
 // A trace can also emulate a slower device (set_slowdown: every compute phase is stretched to
-// that many times its measured length by sleeping, so peers wait as they would for a slower
+// that many times its measured length by spinning, so peers wait as they would for a slower
 // board); every figure made so must say it is emulated.
 #include <chrono>
 #include <cstddef>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,8 +71,11 @@ class DistPhase {
   ~DistPhase() {
     if (!trace_) return;
     if (!comm_ && trace_->slowdown() > 1) {
-      const double ms = (trace_->slowdown() - 1) * (trace_->now_ms() - start_);
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+      // Busy, not asleep: the core stays taken as a slower device's would, and a spin ends on
+      // time where a sleep would overshoot short phases.
+      const double until = trace_->now_ms() + (trace_->slowdown() - 1) * (trace_->now_ms() - start_);
+      while (trace_->now_ms() < until) {
+      }
     }
     trace_->add(name_, comm_, start_);
   }
