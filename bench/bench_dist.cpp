@@ -21,10 +21,13 @@
 
 #include "bench_timer.hpp"
 #include "cli.hpp"
+#include "stile/dist/broadcast_partition.hpp"
+#include "stile/dist/device_probe.hpp"
 #include "stile/dist/dist_model.hpp"
 #include "stile/dist/make_dist_layer.hpp"
 #include "stile/dist/mpi_communicator.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/plan/lp_partition.hpp"
 
 using namespace stile;
 namespace fs = std::filesystem;
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   std::size_t tokens = 128, reps = 7;
   std::size_t slow_rank = SIZE_MAX;  // none
   double slowdown = 1;
+  bool lp = false;
   fs::path model_dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache/stile/all-MiniLM-L6-v2";
   stile_cli::Parser cli("bench_dist", "[options]  (under mpirun)",
                         "Times a layer (or the whole default model) split over the MPI ranks in each mode.");
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
   cli.flag("--neurons", "F0,F1,..", "FFN neurons per rank (default: even)", neurons_text);
   cli.flag("--slow-rank", "R", "emulate a slower device on this rank", slow_rank);
   cli.flag("--slowdown", "F", "its compute phases take F times as long (emulated, by spinning)", slowdown).at_least(1);
+  cli.toggle("--lp", "shares from the LP partitioner on measured profiles (the slow rank's slowdown included)", lp);
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (!args.empty()) cli.fail("no positional arguments");
 
@@ -101,8 +106,18 @@ int main(int argc, char** argv) {
       modes.push_back(modes_text.substr(at, comma - at));
       at = comma + 1;
     }
+    const DistLayerShape lp_shape{.hidden = d, .heads = heads, .ffn = ffn, .tokens = tokens};
+    std::vector<DistDevice> devices;
+    if (lp) {
+      const bool slow_here = static_cast<std::size_t>(comm.rank()) == slow_rank;
+      devices = probe_devices(comm, lp_shape, pool, {.slowdown = slow_here ? slowdown : 1});
+    }
     for (const std::string& mode_name_text : modes) {
       Partition p = even_partition(parse_mode(mode_name_text), n, heads, ffn, d);
+      if (lp && p.mode != DistMode::k2d) {
+        if (comm.rank() == 0) p = solve_layer_partition(devices, lp_shape, p.mode, false).partition;
+        broadcast_partition(comm, p);
+      }
       if (!heads_text.empty() && p.mode != DistMode::k2d) p.heads = parse_counts(heads_text);
       if (!neurons_text.empty() && p.mode != DistMode::k2d) p.neurons = parse_counts(neurons_text);
       std::unique_ptr<DistModel> dist_model;
@@ -157,6 +172,7 @@ int main(int argc, char** argv) {
         j["ranks"] = n;
         j["mode"] = mode_name_text;
         j["partition"] = partition_text(p);
+        j["shares"] = lp ? "lp" : heads_text.empty() ? "even" : "given";
         j["ms"] = times[reps / 2];
         std::vector<double> compute, commt, wbytes;
         double bytes0 = gathered[2];

@@ -11,6 +11,13 @@
 
 using namespace stile;
 
+// A test of the LP is skipped, saying so, in a build without COIN-OR CLP.
+#define REQUIRE_CLP()                                       \
+  if (!lp_partition_available()) {                          \
+    WARN("skipped: built without COIN-OR CLP (STILE_CLP)"); \
+    return;                                                 \
+  }
+
 namespace {
 
 const DistLayerShape kSmall{.hidden = 64, .heads = 8, .ffn = 16, .tokens = 32};
@@ -75,10 +82,7 @@ bool contains(const std::vector<Partition>& ps, const Partition& p) {
 }  // namespace
 
 TEST_CASE("LP shares equal a brute-force optimum over whole-head partitions") {
-  if (!lp_partition_available()) {
-    WARN("skipped: built without COIN-OR CLP");
-    return;
-  }
+  REQUIRE_CLP();
   const std::vector<std::vector<DistDevice>> cases = {
       {device(1), device(1)},
       {device(1), device(3)},
@@ -98,7 +102,7 @@ TEST_CASE("LP shares equal a brute-force optimum over whole-head partitions") {
 }
 
 TEST_CASE("LP shares follow speed: a device twice as slow gets about a third") {
-  if (!lp_partition_available()) return;
+  REQUIRE_CLP();
   const LayerPartitionPlan plan =
       solve_layer_partition({device(1), device(2)}, {.hidden = 1024, .heads = 16, .ffn = 4096, .tokens = 128},
                             DistMode::k1d, false);
@@ -108,7 +112,7 @@ TEST_CASE("LP shares follow speed: a device twice as slow gets about a third") {
 }
 
 TEST_CASE("a device with no share is dropped and the LP re-solved without it") {
-  if (!lp_partition_available()) return;
+  REQUIRE_CLP();
   // Device 2 is 1000 times slower: the LP leaves it (nearly) nothing; re-solved without it, its
   // link's latency no longer counts.
   std::vector<DistDevice> devices{device(1), device(1), device(1000)};
@@ -125,7 +129,7 @@ TEST_CASE("a device with no share is dropped and the LP re-solved without it") {
 }
 
 TEST_CASE("the mode switches WS -> 1D -> 2D as the devices' memory shrinks") {
-  if (!lp_partition_available()) return;
+  REQUIRE_CLP();
   const DistLayerShape L{.hidden = 64, .heads = 2, .ffn = 16, .tokens = 32};
   const double layer = L.layer_weight_bytes();  // 73,728 bytes
   SECTION("every device holds the layer: WS") {
@@ -154,7 +158,7 @@ TEST_CASE("the mode switches WS -> 1D -> 2D as the devices' memory shrinks") {
 }
 
 TEST_CASE("a measured slowdown re-partitions the next request; noise does not") {
-  if (!lp_partition_available()) return;
+  REQUIRE_CLP();
   const DistLayerShape L{.hidden = 1024, .heads = 16, .ffn = 4096, .tokens = 128};
   std::vector<DistDevice> devices{device(1), device(1)};
   const auto before = solve_layer_partition(devices, L, DistMode::k1d, false);
@@ -163,4 +167,15 @@ TEST_CASE("a measured slowdown re-partitions the next request; noise does not") 
   CHECK(update_speeds(devices, {1e-9, 2e-9}));            // device 1 now half as fast
   const auto after = solve_layer_partition(devices, L, DistMode::k1d, false);
   CHECK(after.partition.heads == std::vector<std::size_t>{11, 5});
+}
+
+TEST_CASE("without COIN-OR CLP the partitioner says so; 2D needs no LP") {
+  const std::vector<DistDevice> devices(4, device(1));
+  CHECK(solve_layer_partition(devices, kSmall, DistMode::k2d, false).partition.grid_cols() == 2);
+  if (lp_partition_available()) {
+    CHECK(solve_layer_partition(devices, kSmall, DistMode::k1d, false).partition.heads.size() == 4);
+  } else {
+    CHECK_THROWS_WITH(solve_layer_partition(devices, kSmall, DistMode::k1d, false),
+                      Catch::Contains("built without COIN-OR CLP"));
+  }
 }
