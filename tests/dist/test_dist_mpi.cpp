@@ -6,10 +6,13 @@
 //   test_dist_mpi --fault stop  rank 1 stops itself (SIGSTOP: alive to the launcher, dead to its
 //                               peers) before a collective: every other rank must report a clear
 //                               timeout error (tests/dist/expect_output.cmake checks each rank's).
+//   test_dist_mpi --fault exit  rank 1 exits: Open MPI's launcher ends the job, naming rank 1 (the
+//                               others are killed while they wait, or time out and report first).
 //   test_dist_mpi --fault fit   rank 1 cannot hold its part: every rank reports it and fails.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -92,6 +95,14 @@ int main(int argc, char** argv) {
       std::vector<float> v(16, 1.0f);
       comm.all_reduce_sum(v.data(), v.size());
       std::printf("rank %d: the all-reduce completed without rank 1\n", comm.rank());
+      return 1;
+    }
+    if (fault == "exit") {  // a rank that really dies: the launcher ends the job and names it
+      comm.set_timeout(std::chrono::seconds(3));
+      comm.barrier();
+      if (comm.rank() == 1) std::_Exit(3);
+      std::vector<float> v(16, 1.0f);
+      comm.all_reduce_sum(v.data(), v.size());
       return 1;
     }
     if (fault == "fit") {
