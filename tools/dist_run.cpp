@@ -8,8 +8,9 @@
 //     (emulated: rank 1's compute phases take twice as long from request 3; auto re-partitions)
 //
 // MODEL_DIR: a sentence-transformers BERT directory (config.json, model.safetensors, vocab.txt),
-// read by every rank (each takes its part of every layer). A shard store (.stile) is not read here
-// yet: the multi-device layers run on fp32 weights.
+// read by every rank (each takes its part of every layer, fp32: dist/dist_model.hpp); or STORE, a
+// shard store (.stile) that every rank opens with its own engine, the layers' shards split between
+// the ranks (dist/dist_layer_compute.hpp: WS or 1D; no re-partitioning between requests there).
 // --mode auto: the LP partitioner (plan/lp_partition.hpp, COIN-OR CLP) on measured profiles picks
 // the mode (WS, then 1D, then 2D as memory requires) and the shares; ws / 1d: that mode with LP
 // shares (even shares with --even or without CLP); 2d: even grid.
@@ -29,9 +30,12 @@
 #include "cli.hpp"
 #include "stile/dist/broadcast_partition.hpp"
 #include "stile/dist/device_probe.hpp"
+#include "stile/dist/dist_layer_compute.hpp"
 #include "stile/dist/dist_model.hpp"
 #include "stile/dist/mpi_communicator.hpp"
+#include "stile/engine.hpp"
 #include "stile/model/sentence_encoder.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/plan/lp_partition.hpp"
 
 using namespace stile;
@@ -101,6 +105,83 @@ Partition compact(const Partition& p, std::vector<int>& active) {
     c.neurons.push_back(p.neurons[r]);
   }
   return c;
+}
+
+// STORE is a shard store: every rank opens its own engine on it (the whole model at the highest
+// stored bitwidth, as the engine runs without a device profile) with a DistLayerCompute set, so each
+// layer's shards are split between the ranks (WS or 1D; 2D splits below a shard and is refused).
+int run_store(Communicator& world, const Options& o, const fs::path& store_path, const std::string& text) {
+  const int me = world.rank();
+  const auto n = static_cast<std::size_t>(world.size());
+  Engine engine(store_path);
+  const ShardStore store = ShardStore::open(store_path);
+  const ShardStoreManifest& m = store.manifest();
+  const Encoding e = engine.tokenizer().encode(text);
+  const DistLayerShape shape{.hidden = m.config.hidden, .heads = m.shards_per_layer, .ffn = m.shards_per_layer,
+                             .tokens = e.input_ids.size()};
+  ThreadPool pool(o.threads);
+  // Shares in whole shards: the LP over shards as its unit (a shard's heads and neurons together).
+  std::vector<DistDevice> devices = probe_devices(
+      world, {.hidden = m.config.hidden, .heads = m.config.num_heads, .ffn = m.config.intermediate, .tokens = shape.tokens},
+      pool, {.slowdown = static_cast<std::size_t>(me) == o.slow_rank ? o.slowdown : 1, .free_bytes = o.mem_mb * 1e6});
+  std::vector<std::string> notes;
+  Partition p = plan(world, o, devices,
+                     {.hidden = m.config.hidden, .heads = m.config.num_heads, .ffn = m.config.intermediate,
+                      .tokens = shape.tokens},
+                     notes);
+  if (p.mode == DistMode::k2d) throw Error("stile: stile-dist-run: 2D splits a layer below a shard: not for a store (use ws or 1d)");
+  std::vector<double> weights(p.heads.begin(), p.heads.end());
+  DistTrace trace;
+  if (static_cast<std::size_t>(me) == o.slow_rank) trace.set_slowdown(o.slowdown);
+  auto compute = std::make_unique<DistLayerCompute>(world, p.mode, weights, pool);
+  compute->set_trace(&trace);
+  engine.set_layer_compute(std::move(compute));
+  if (me == 0) {
+    std::printf("stile-dist-run: %zu ranks over %s; store %s (%zu layers, %zu shards a layer, bits %u); %zu tokens\n", n,
+                world.transport().c_str(), store_path.c_str(), m.config.num_layers, m.shards_per_layer, m.bits.back(),
+                shape.tokens);
+    std::printf("%s: shards split in proportion to %s", mode_name(p.mode).data(), partition_text(p).c_str());
+    for (const std::string& note : notes) std::printf("\n  note: %s", note.c_str());
+    std::printf("\n");
+  }
+  EngineResult result;
+  for (std::size_t req = 1; req <= o.requests; ++req) {
+    world.barrier();
+    trace.clear();
+    result = engine.run(e);
+    float figures[3] = {static_cast<float>(result.timeline.compute_ms()), static_cast<float>(trace.total_ms(false)),
+                        static_cast<float>(trace.total_ms(true))};
+    std::vector<float> all(3 * n);
+    world.all_gather(figures, std::vector<std::size_t>(n, 3), all.data());
+    if (me == 0) {
+      std::printf("request %zu:\n", req);
+      for (std::size_t r = 0; r < n; ++r) {
+        std::printf("  rank %zu: layers %.2f ms: compute %.2f ms, communication %.2f ms%s\n", r, all[3 * r],
+                    all[3 * r + 1], all[3 * r + 2], r == o.slow_rank && o.slowdown > 1 ? " [emulated slowdown]" : "");
+      }
+    }
+    if (!o.trace_dir.empty()) {
+      fs::create_directories(o.trace_dir);
+      trace.write((o.trace_dir / ("rank" + std::to_string(me) + ".json")).string(), me);
+    }
+  }
+  bool mismatch = false;
+  if (me == 0) {
+    std::printf("embedding: [%.5f, %.5f, %.5f, %.5f, ...]\n", static_cast<double>(result.embedding[0]),
+                static_cast<double>(result.embedding[1]), static_cast<double>(result.embedding[2]),
+                static_cast<double>(result.embedding[3]));
+    if (o.check) {
+      const EngineResult want = Engine(store_path).run(e);
+      float diff = 0;
+      for (std::size_t i = 0; i < want.embedding.size(); ++i) {
+        diff = std::max(diff, std::fabs(want.embedding[i] - result.embedding[i]));
+      }
+      std::printf("max abs diff against the single-device engine: %.3g (%s)\n", static_cast<double>(diff),
+                  diff <= 1e-5f ? "ok" : "MISMATCH");
+      mismatch = diff > 1e-5f;
+    }
+  }
+  return mismatch ? 1 : 0;
 }
 
 int run(Communicator& world, const Options& o, const fs::path& model_dir, const std::string& text) {
@@ -236,7 +317,7 @@ int run(Communicator& world, const Options& o, const fs::path& model_dir, const 
 
 int main(int argc, char** argv) {
   Options o;
-  stile_cli::Parser cli("stile-dist-run", "[options] MODEL_DIR TEXT  (under mpirun)",
+  stile_cli::Parser cli("stile-dist-run", "[options] MODEL_DIR|STORE TEXT  (under mpirun)",
                         "Runs TEXT through the model with its layers split over the MPI ranks.");
   cli.flag("--mode", "MODE", "auto (LP: mode and shares), ws, 1d or 2d", o.mode).one_of({"auto", "ws", "1d", "2d"});
   cli.toggle("--even", "even shares instead of the LP's", o.even);
@@ -249,7 +330,7 @@ int main(int argc, char** argv) {
   cli.flag("--threads", "N", "threads per rank", o.threads).at_least(1);
   cli.toggle("--check", "compare with the single-device model on rank 0 (exit 1 if it differs by > 1e-5)", o.check);
   const std::vector<std::string> args = cli.parse(argc, argv);
-  if (args.size() != 2) cli.fail("give MODEL_DIR and TEXT");
+  if (args.size() != 2) cli.fail("give MODEL_DIR (or STORE) and TEXT");
   if (!mpi_available()) {
     std::fprintf(stderr, "stile-dist-run: built without MPI\n");
     return 1;
@@ -257,6 +338,7 @@ int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   Communicator& world = mpi.world();
   try {
+    if (fs::is_regular_file(args[0])) return run_store(world, o, args[0], args[1]);
     return run(world, o, args[0], args[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stile-dist-run: rank %d: error: %s\n", world.rank(), e.what());
