@@ -164,7 +164,10 @@ TEST_CASE("a measured slowdown re-partitions the next request; noise does not") 
   const auto before = solve_layer_partition(devices, L, DistMode::k1d, false);
   CHECK(before.partition.heads == std::vector<std::size_t>{8, 8});
   CHECK_FALSE(update_speeds(devices, {1.1e-9, 0.9e-9}));  // within 25%: kept
-  CHECK(update_speeds(devices, {1e-9, 2e-9}));            // device 1 now half as fast
+  CHECK(devices[0].seconds_per_flop == 1e-9);
+  CHECK(update_speeds(devices, {1.1e-9, 2.2e-9}));  // device 1 now half as fast: both take their measurement
+  CHECK(devices[0].seconds_per_flop == 1.1e-9);
+  CHECK(devices[1].seconds_per_flop == 2.2e-9);
   const auto after = solve_layer_partition(devices, L, DistMode::k1d, false);
   CHECK(after.partition.heads == std::vector<std::size_t>{11, 5});
 }

@@ -31,22 +31,28 @@ struct DistDevice {
 };
 
 // Re-partitioning at run time: each device's seconds per FLOP as measured over the last request
-// (its compute time over the FLOPs of its share). A device whose measured speed differs from its
-// profile by more than `tolerance` (relative) takes the measured figure; returns whether any did,
-// i.e. whether the next request should be planned anew.
+// (its compute time over the FLOPs of its share). When some device's measurement differs from its
+// profile by more than `tolerance` (relative), every device that measured takes its measurement, so
+// that all shares are planned from the same kind of figure (a profile from the GEMMs alone and a
+// whole layer's time differ by the layer's other work); returns whether that happened, i.e. whether
+// the next request should be planned anew. A device that measured nothing (dropped) keeps its own.
 inline bool update_speeds(std::vector<DistDevice>& devices, const std::vector<double>& measured_seconds_per_flop,
                           double tolerance = 0.25) {
   require(measured_seconds_per_flop.size() == devices.size(), "update_speeds: one measurement per device");
+  const auto measured = [&](std::size_t r) {
+    const double m = measured_seconds_per_flop[r];
+    return m > 0 && std::isfinite(m);
+  };
   bool changed = false;
   for (std::size_t r = 0; r < devices.size(); ++r) {
-    const double m = measured_seconds_per_flop[r], p = devices[r].seconds_per_flop;
-    if (!(m > 0) || !std::isfinite(m)) continue;  // a dropped device measured nothing
-    if (std::fabs(m - p) > tolerance * p) {
-      devices[r].seconds_per_flop = m;
-      changed = true;
-    }
+    const double p = devices[r].seconds_per_flop;
+    if (measured(r) && std::fabs(measured_seconds_per_flop[r] - p) > tolerance * p) changed = true;
   }
-  return changed;
+  if (!changed) return false;
+  for (std::size_t r = 0; r < devices.size(); ++r) {
+    if (measured(r)) devices[r].seconds_per_flop = measured_seconds_per_flop[r];
+  }
+  return true;
 }
 
 struct DistLayerShape {
