@@ -183,7 +183,7 @@ class MpiSession {
   MpiSession(int*, char***, std::chrono::milliseconds = kDefaultCollectiveTimeout) {
     throw Error("stile: built without MPI (install libopenmpi-dev and reconfigure): no multi-process communicator");
   }
-  Communicator& world();
+  [[noreturn]] Communicator& world() { throw Error("stile: built without MPI"); }
 };
 
 #endif
