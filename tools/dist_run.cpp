@@ -124,6 +124,7 @@ int run_store(Communicator& world, const Options& o, const fs::path& store_path,
   std::vector<DistDevice> devices = probe_devices(
       world, {.hidden = m.config.hidden, .heads = m.config.num_heads, .ffn = m.config.intermediate, .tokens = shape.tokens},
       pool, {.slowdown = static_cast<std::size_t>(me) == o.slow_rank ? o.slowdown : 1, .free_bytes = o.mem_mb * 1e6});
+  for (DistDevice& dev : devices) dev.free_bytes /= static_cast<double>(m.config.num_layers);
   std::vector<std::string> notes;
   Partition p = plan(world, o, devices,
                      {.hidden = m.config.hidden, .heads = m.config.num_heads, .ffn = m.config.intermediate,
@@ -201,12 +202,14 @@ int run(Communicator& world, const Options& o, const fs::path& model_dir, const 
   // --slow-from request on, so the first plan does not know it).
   const ProbeOptions probe{.slowdown = slow_here && o.slow_from <= 1 ? o.slowdown : 1, .free_bytes = o.mem_mb * 1e6};
   std::vector<DistDevice> devices = probe_devices(world, shape, pool, probe);
+  // The partitioner plans one layer: each device's memory for weights, shared by all layers.
+  for (DistDevice& dev : devices) dev.free_bytes /= static_cast<double>(c.num_layers);
   if (me == 0) {
     std::printf("stile-dist-run: %zu ranks over %s; model %s (%zu layers, hidden %zu, %zu heads, FFN %zu); %zu tokens\n",
                 n, world.transport().c_str(), model_dir.c_str(), c.num_layers, c.hidden, c.num_heads, c.intermediate,
                 shape.tokens);
     for (std::size_t r = 0; r < n; ++r) {
-      std::printf("  device %zu: %.2f GFLOP/s, %.0f MB free%s; link %.1f us, %.2f GB/s\n", r,
+      std::printf("  device %zu: %.2f GFLOP/s, %.1f MB free a layer%s; link %.1f us, %.2f GB/s\n", r,
                   1e-9 / devices[r].seconds_per_flop, devices[r].free_bytes / 1e6,
                   r == o.slow_rank && o.slowdown > 1 ? " (emulated slowdown)" : "", devices[r].latency_seconds * 1e6,
                   devices[r].bytes_per_second / 1e9);
@@ -326,7 +329,7 @@ int main(int argc, char** argv) {
   cli.flag("--slow-rank", "R", "emulate a slower device on rank R", o.slow_rank);
   cli.flag("--slowdown", "F", "its compute takes F times as long (emulated, by spinning)", o.slowdown).at_least(1);
   cli.flag("--slow-from", "K", "from request K on", o.slow_from).at_least(1);
-  cli.flag("--mem-mb", "MB", "emulate MB of free memory for weights on every rank", o.mem_mb).at_least(0);
+  cli.flag("--mem-mb", "MB", "emulate MB of free memory for weights (all layers) on every rank", o.mem_mb).at_least(0);
   cli.flag("--threads", "N", "threads per rank", o.threads).at_least(1);
   cli.toggle("--check", "compare with the single-device model on rank 0 (exit 1 if it differs by > 1e-5)", o.check);
   const std::vector<std::string> args = cli.parse(argc, argv);
