@@ -97,3 +97,54 @@ function(stile_find_eigen)
   set_target_properties(stile::eigen PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${STILE_EIGEN_INCLUDE_DIR}")
 endfunction()
+
+# Open MPI (Debian's libopenmpi-dev, BSD-3-Clause), optional: the MPI communicator of dist/
+# (dist/mpi_communicator.hpp), stile-dist-run and the MPI tests. stile::mpi always exists and
+# carries MPI and STILE_HAVE_MPI=1 only when found; without it the communicator says it is absent.
+# Not looked for in a cross build (no arm64 MPI is installed for it).
+function(stile_find_mpi)
+  if(TARGET stile::mpi)
+    return()
+  endif()
+  add_library(stile::mpi INTERFACE IMPORTED GLOBAL)
+  if((DEFINED STILE_MPI AND NOT STILE_MPI) OR CMAKE_CROSSCOMPILING)
+    message(STATUS "stile: MPI not used (STILE_MPI=OFF or a cross build): dist/ has its in-process communicator only")
+    return()
+  endif()
+  find_package(MPI COMPONENTS CXX QUIET)  # the C API, through the CXX component (stile is a CXX project)
+  if(MPI_CXX_FOUND)
+    set_target_properties(stile::mpi PROPERTIES
+      INTERFACE_LINK_LIBRARIES MPI::MPI_CXX
+      INTERFACE_COMPILE_DEFINITIONS "STILE_HAVE_MPI=1")
+    set(STILE_HAVE_MPI ON PARENT_SCOPE)
+  else()
+    message(STATUS "stile: MPI not found (apt-get install libopenmpi-dev openmpi-bin): no MPI communicator, "
+      "stile-dist-run and the MPI tests are not built")
+  endif()
+endfunction()
+
+# COIN-OR CLP (Debian's coinor-libclp-dev, EPL-2.0: weak copyleft, fine to link from an app; no GPL),
+# optional: the LP of the multi-device partitioner (plan/lp_partition.hpp). stile::clp carries the
+# library and STILE_HAVE_CLP=1 only when found; without it the partitioner says it is absent.
+function(stile_find_clp)
+  if(TARGET stile::clp)
+    return()
+  endif()
+  add_library(stile::clp INTERFACE IMPORTED GLOBAL)
+  if((DEFINED STILE_CLP AND NOT STILE_CLP) OR CMAKE_CROSSCOMPILING)
+    message(STATUS "stile: COIN-OR CLP not used (STILE_CLP=OFF or a cross build): no LP partitioner")
+    return()
+  endif()
+  find_path(STILE_CLP_INCLUDE_DIR ClpSimplex.hpp PATH_SUFFIXES coin)
+  find_library(STILE_CLP_LIBRARY NAMES Clp)
+  find_library(STILE_COINUTILS_LIBRARY NAMES CoinUtils)
+  if(STILE_CLP_INCLUDE_DIR AND STILE_CLP_LIBRARY AND STILE_COINUTILS_LIBRARY)
+    set_target_properties(stile::clp PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${STILE_CLP_INCLUDE_DIR}"
+      INTERFACE_LINK_LIBRARIES "${STILE_CLP_LIBRARY};${STILE_COINUTILS_LIBRARY}"
+      INTERFACE_COMPILE_DEFINITIONS "STILE_HAVE_CLP=1")
+    set(STILE_HAVE_CLP ON PARENT_SCOPE)
+  else()
+    message(STATUS "stile: COIN-OR CLP not found (apt-get install coinor-libclp-dev): the LP partitioner is absent")
+  endif()
+endfunction()
