@@ -4,9 +4,9 @@
 //   * kOwnThread: a dispatcher thread (worker 0 of the pool) takes calls from an in-order queue,
 //     so enqueue() returns at once and the caller can drive another processor meanwhile;
 //   * kCallerThread: enqueue() runs the call on the calling thread (worker 0) and returns when it
-//     is done. The constructor pins the constructing thread to the first core: construct it on
-//     the thread that will call it. The cooperative layer drives its first processor this way, so
-//     that the CPU part runs on the caller while the other processor works, with no hand-off.
+//     is done. A thread that enqueues is pinned to the first core at its first call (and stays
+//     so). The cooperative layer drives its first processor this way, so that the CPU part runs
+//     on the caller while the other processor works, with no hand-off.
 // Pinning (pthread_setaffinity_np) that fails, for a core that does not exist or a cgroup that
 // forbids it, is said once on stderr and the cluster goes on unpinned.
 #include <atomic>
@@ -97,10 +97,10 @@ class CpuCluster final : public Processor {
         mode_(mode),
         pool_(cores_.empty() ? std::max<std::size_t>(1, threads) : cores_.size()) {
     if (mode_ == Mode::kCallerThread) {
-      pin_workers();
+      pin_workers(false);
     } else {
       dispatcher_ = std::thread([this] {
-        pin_workers();
+        pin_workers(true);
         pinning_done_.store(true, std::memory_order_release);
         pinning_done_.notify_one();
         dispatch_loop();
@@ -137,6 +137,10 @@ class CpuCluster final : public Processor {
 
   void enqueue(const OpCall& call) override {
     if (mode_ == Mode::kCallerThread) {
+      if (!cores_.empty() && caller_ != std::this_thread::get_id()) {
+        caller_ = std::this_thread::get_id();
+        report_pinning({pin_this_thread(cores_[0])});
+      }
       if (!failed_) run_call(call);
       return;
     }
@@ -182,23 +186,27 @@ class CpuCluster final : public Processor {
   }
 
   // Each worker pins itself to its core: one task per worker, held at a barrier until all have
-  // arrived, so that no worker runs two (the pool hands tasks out dynamically).
-  void pin_workers() {
+  // arrived, so that no worker runs two (the pool hands tasks out dynamically). Worker 0 (the
+  // thread running this) is pinned only when it is the cluster's own dispatcher thread.
+  void pin_workers(bool pin_worker0) {
     if (cores_.empty()) return;
     const std::size_t n = pool_.num_threads();
     std::atomic<std::size_t> arrived{0};
     std::vector<std::string> why(n);
     pool_.run(n, [&](std::size_t, std::size_t worker) {
-      why[worker] = pin_this_thread(cores_[worker]);
+      if (worker > 0 || pin_worker0) why[worker] = pin_this_thread(cores_[worker]);
       arrived.fetch_add(1);
       while (arrived.load() < n) std::this_thread::yield();
     });
+    report_pinning(why);
+  }
+
+  void report_pinning(const std::vector<std::string>& why) {
     std::string failures;
     for (const std::string& w : why) {
       if (!w.empty()) failures += (failures.empty() ? "" : "; ") + w;
     }
-    if (!failures.empty()) {
-      pin_failures_.store(1);
+    if (!failures.empty() && pin_failures_.exchange(1) == 0) {  // said once
       std::fprintf(stderr, "stile: cpu cluster '%s': could not pin (%s); running unpinned\n", name_.c_str(),
                    failures.c_str());
     }
@@ -252,6 +260,7 @@ class CpuCluster final : public Processor {
   ThreadPool pool_;
   std::atomic<int> pin_failures_{0};
   std::atomic<bool> pinning_done_{false};
+  std::thread::id caller_;  // kCallerThread: the thread pinned to cores_[0]
   // The queue (kOwnThread). failed_ and error_ are written by the thread that runs calls and read
   // by wait() after done_ (acquire) says that thread is finished with them.
   std::mutex queue_mutex_;
