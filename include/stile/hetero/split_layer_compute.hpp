@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stile/hetero/split_layer.hpp"
@@ -47,7 +48,9 @@ class SplitLayerCompute final : public LayerCompute {
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     const Converted& layer = converted(config, shape, shards, resident);
     SplitPlan plan = SplitPlan::uniform(1.0, ops_);
-    if (fixed_p_) {
+    if (fallen_back_) {
+      // Processor 1 failed a request: everything on processor 0 from then on.
+    } else if (fixed_p_) {
       plan = SplitPlan::uniform(*fixed_p_, ops_);
     } else {
       if (!profile_) {
@@ -66,8 +69,17 @@ class SplitLayerCompute final : public LayerCompute {
       plan.heads = choice.heads;
     }
     last_p_ = plan.p[0];
-    split_.run(layer.view[0], layer.view[1], plan, config, x, seq_offsets, ws_);
+    try {
+      split_.run(layer.view[0], layer.view[1], plan, config, x, seq_offsets, ws_);
+    } catch (const Error& e) {
+      // The request fails with processor 1's error (its name and the call); the engine's next
+      // requests run on processor 0 alone.
+      if (std::string_view(e.what()).starts_with("processor '" + proc_[1]->name() + "'")) fallen_back_ = true;
+      throw;
+    }
   }
+  // True once processor 1 has failed: every layer since runs on processor 0 alone.
+  bool fallen_back() const noexcept { return fallen_back_; }
 
  private:
   struct Converted {
@@ -158,6 +170,7 @@ class SplitLayerCompute final : public LayerCompute {
   std::list<Converted> cache_;  // most recently used first
   EncoderWorkspace ws_;
   double last_p_ = 1.0;
+  bool fallen_back_ = false;
 };
 
 }  // namespace stile
