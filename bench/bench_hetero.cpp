@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cli.hpp"
 #include "hetero/random_layer.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
+#include "stile/hetero/opencl_device.hpp"
 #include "stile/hetero/split_layer.hpp"
 #include "stile/hetero/split_profiler.hpp"
 #include "stile/plan/split_predictor.hpp"
@@ -99,19 +101,23 @@ int main(int argc, char** argv) {
   // cpu:0 runs on this thread (pinned to core 0 here), cpu:1 on its own thread pinned to core 1.
   stile::CpuCluster cpu0("cpu:0", {0}, stile::LinearFormat::kInt8, stile::CpuCluster::Mode::kCallerThread);
   stile::CpuCluster cpu1("cpu:1", {1}, stile::LinearFormat::kF16);
-  stile::SplitLayer split(cpu0, cpu1);
   stile::ThreadPool two(2);
   stile::ProcessorTrace trace;
 
   fmt::print("machine: {}; stile target {}\n", stile::bench::machine_description(), stile::active_target_name());
   fmt::print("processors: cpu:0 = core 0, int8 (pinned: {}); cpu:1 = core 1, fp16 weights, fp32 compute (pinned: {}); "
              "split granule {} channels\n",
-             cpu0.pinned() ? "yes" : "no", cpu1.pinned() ? "yes" : "no", split.granule());
+             cpu0.pinned() ? "yes" : "no", cpu1.pinned() ? "yes" : "no",
+             std::lcm(cpu0.channel_granule(), cpu1.channel_granule()));
   fmt::print("batch 1, one sequence; median of 9 batches of runs, ms; embeddings not timed\n");
 
   bool all_met = true;
+  // One comparison: cpu:0 (int8, this thread) with processor 1 (`second`, reading view1(enc)) in
+  // the layer formats `lops`.
+  const auto compare = [&](stile::Processor& second, bool fp16_views, const stile::OpFormats& lops) {
+  stile::SplitLayer split(cpu0, second);
+  const auto view1 = [&](const Encoder& e) -> const std::vector<LayerView<LinearView>>& { return fp16_views ? e.fp16 : e.int8; };
   for (const Encoder& enc : encoders) {
-    if (skip_a) break;
     const stile::BertConfig& c = enc.config;
     const std::size_t L = enc.int8.size(), H = c.num_heads;
     // Attention is fp32 on both clusters and the cores are alike: each head costs the same on
@@ -120,7 +126,7 @@ int main(int argc, char** argv) {
     const std::vector<std::uint8_t> heads = stile::best_head_mapping(head_cost, head_cost);
     fmt::print("\n{}\n", enc.name);
     fmt::print("{:>6} | {:>9} {:>9} {:>9} | {:>9} {:>6} | {:>9} {:>9} | {:>8} {:>8} {:>9}\n", "tokens", "cpu:0",
-               "cpu:1", "mapping", "split", "p", "2 thr i8", "2 thr f16", "vs best", "vs map", "vs 2 thr");
+               second.name(), "mapping", "split", "p", "2 thr i8", "2 thr f16", "vs best", "vs map", "vs 2 thr");
     for (const std::size_t T : lengths) {
       const std::vector<std::size_t> offsets{0, T};
       stile_test::Rng rng{T};
@@ -134,9 +140,9 @@ int main(int argc, char** argv) {
       const auto run_plans = [&](const std::vector<double>& share) {
         std::copy(x0.begin(), x0.end(), x.begin());
         for (std::size_t l = 0; l < L; ++l) {
-          stile::SplitPlan plan = stile::SplitPlan::uniform(share[l], ops);
+          stile::SplitPlan plan = stile::SplitPlan::uniform(share[l], lops);
           if (share[l] > 0 && share[l] < 1) plan.heads = heads;
-          split.run(enc.int8[l], enc.fp16[l], plan, c, x.data(), offsets, ws);
+          split.run(enc.int8[l], view1(enc)[l], plan, c, x.data(), offsets, ws);
         }
       };
       const auto time_plans = [&](const std::vector<double>& share) {
@@ -153,11 +159,11 @@ int main(int argc, char** argv) {
         std::vector<double> only(L, -1.0);
         const auto one_layer = [&](double share) {
           x = x0;
-          stile::SplitPlan plan = stile::SplitPlan::uniform(share, ops);
+          stile::SplitPlan plan = stile::SplitPlan::uniform(share, lops);
           return stile::bench::median_seconds(
               [&] {
                 std::copy(x0.begin(), x0.end(), x.begin());
-                split.run(enc.int8[l], enc.fp16[l], plan, c, x.data(), offsets, ws);
+                split.run(enc.int8[l], view1(enc)[l], plan, c, x.data(), offsets, ws);
               },
               9, batch_seconds / L);
         };
@@ -186,13 +192,17 @@ int main(int argc, char** argv) {
       if (!trace_path.empty()) {  // one more run at the best p, traced
         x = x0;
         cpu0.set_trace(&trace);
-        cpu1.set_trace(&trace);
+        second.set_trace(&trace);
         run_plans(std::vector<double>(L, cell.best_p));
         cpu0.set_trace(nullptr);
-        cpu1.set_trace(nullptr);
+        second.set_trace(nullptr);
       }
-      cell.two_threads = time_pool(enc.int8);
-      cell.two_threads_fp16 = time_pool(enc.fp16);
+      const auto with_ops = [&](std::vector<LayerView<LinearView>> views) {
+        for (auto& v : views) v.ops = lops;
+        return views;
+      };
+      cell.two_threads = time_pool(with_ops(enc.int8));
+      cell.two_threads_fp16 = time_pool(with_ops(enc.fp16));
       const double best = std::min(cell.single0, cell.single1);
       const double vs_best = best / cell.split, vs_map = cell.mapping / cell.split,
                    vs_two = cell.split / cell.two_threads;
@@ -208,6 +218,29 @@ int main(int argc, char** argv) {
                  choice, met1 ? "met" : "MISSED", met2 ? "met" : "MISSED", met3 ? "met" : "MISSED");
     }
   }
+  };
+  if (!skip_a) {
+    fmt::print("\n(a) cpu:0 (core 0, int8) + cpu:1 (core 1, fp16 weights, fp32 compute); LayerNorm {}, GELU {}\n",
+               stile::to_string(ops.layer_norm), stile::to_string(ops.gelu));
+    compare(cpu1, true, ops);
+#if defined(STILE_HAVE_OPENCL)
+    // (b) PoCL as the second processor: OpenCL on this same CPU, a functional stand-in for a GPU
+    // (it competes with cpu:0 for the two cores). Its LayerNorm is fp32 only, so both sides run
+    // the fp32 LayerNorm and the exact GELU here.
+    try {
+      auto dev = stile::OpenClDevice::open(0, stile::LinearFormat::kInt8, "opencl:0");
+      fmt::print("\n(b) cpu:0 (core 0, int8) + opencl:0 = {} (PoCL: OpenCL on this CPU, a functional stand-in for a "
+                 "GPU, not a GPU), the same int8 bytes converted on the device, GEMM {}; host-unified memory: {}; "
+                 "LayerNorm fp32, GELU exact\n",
+                 dev->device_name(), dev->gemm_note(), dev->host_unified() ? "yes" : "no");
+      compare(*dev, false, stile::OpFormats{});
+    } catch (const stile::Error& e) {
+      fmt::print("\n(b) not run: {}\n", e.what());
+    }
+#else
+    fmt::print("\n(b) not run: the OpenCL backend is absent in this build\n");
+#endif
+  }
   fmt::print("\ncolumns: cpu:0 / cpu:1 = the whole encoder on one processor; mapping = the best layer-to-processor "
              "mapping; split = the cooperative layer at the best p of the grid (share of channels on cpu:0, heads "
              "balanced by enumeration); 2 thr = stile's ordinary run on a 2-thread pool (int8, fp16 weights); vs best "
@@ -216,6 +249,7 @@ int main(int argc, char** argv) {
   // and token count, predicted against measured time at every p of the grid, and the predicted best
   // p against the measured best.
   {
+    stile::SplitLayer split(cpu0, cpu1);
     const std::array<stile::Processor*, 2> procs{&cpu0, &cpu1};
     std::vector<stile::ProfiledLayer> shapes;
     for (const Encoder& enc : encoders) shapes.push_back({{&enc.int8[0], &enc.fp16[0]}, enc.config.hidden});
