@@ -30,6 +30,7 @@
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
+#include "stile/hetero/opencl_device.hpp"
 #include "stile/hetero/processor_trace.hpp"
 #include "stile/hetero/split_layer_compute.hpp"
 #include "stile/io/fault_injection.hpp"
@@ -94,6 +95,7 @@ struct ProcessorSpec {
   std::string name;
   std::vector<int> cores;
   bool opencl = false;
+  std::size_t device = 0;
 };
 
 ProcessorSpec parse_processor(std::string_view item) {
@@ -111,6 +113,7 @@ ProcessorSpec parse_processor(std::string_view item) {
   }
   if (item.starts_with("opencl:")) {
     p.opencl = true;
+    p.device = stile_cli::parse_whole(item.substr(7), "--processors opencl:N");
     return p;
   }
   throw stile_cli::UsageError("--processors: '" + std::string(item) + "' is not cpu:CORES or opencl:N");
@@ -220,14 +223,17 @@ int main(int argc, char** argv) {
     cli.fail("--split, --split-profile and --processor-trace go with --processors");
   }
   if (split_p && !split_profile_path.empty()) cli.fail("--split-profile goes with --split auto");
-  for (const ProcessorSpec& p : processors) {
-    if (p.opencl) {
-      std::fprintf(stderr,
-                   "run: %s: the OpenCL backend is absent in this build (not built yet: docs/hetero.md); use two CPU "
-                   "clusters\n",
-                   p.name.c_str());
+  if (!processors.empty() && processors[0].opencl) {
+    cli.fail("--processors: the first processor runs on the engine's compute thread and must be a cpu:CORES");
+  }
+  if (!processors.empty() && processors[1].opencl) {
+    if (!stile::opencl_available()) {
+      std::fprintf(stderr, "run: %s: the OpenCL backend is absent in this build (no OpenCL headers or CLBlast)\n",
+                   processors[1].name.c_str());
       return 1;
     }
+    // The device takes the CPU's int8 bytes and converts them on the device: both int8, one copy.
+    processor_formats = {stile::LinearFormat::kInt8, stile::LinearFormat::kInt8};
   }
   if (positional.size() < 2) cli.fail("a store and at least one text are needed");
   if ((layers || shards) && !bits) cli.fail("--layers and --shards go with --bits");
@@ -260,8 +266,17 @@ int main(int argc, char** argv) {
     if (profile_path) profile = stile::DeviceProfile::load(*profile_path);
     // The processors outlive the engines (one per text); each engine gets its own split layer,
     // handed the predictor's profile once there is one.
-    std::vector<std::unique_ptr<stile::CpuCluster>> clusters;
+    std::vector<std::unique_ptr<stile::Processor>> clusters;
     for (std::size_t i = 0; i < processors.size(); ++i) {
+      if (processors[i].opencl) {
+#if defined(STILE_HAVE_OPENCL)
+        auto dev = stile::OpenClDevice::open(processors[i].device, processor_formats[i], processors[i].name);
+        fmt::print("device   {} = {}; GEMM {}; host-unified memory {}\n", processors[i].name, dev->device_name(),
+                   dev->gemm_note(), dev->host_unified() ? "yes" : "no");
+        clusters.push_back(std::move(dev));
+#endif
+        continue;
+      }
       clusters.push_back(std::make_unique<stile::CpuCluster>(
           processors[i].name, processors[i].cores, processor_formats[i],
           i == 0 ? stile::CpuCluster::Mode::kCallerThread : stile::CpuCluster::Mode::kOwnThread));
@@ -299,9 +314,13 @@ int main(int argc, char** argv) {
                  stile::to_string(options.ops.softmax));
     }
     if (!clusters.empty()) {
-      fmt::print("split    {} (cores {}, {}) + {} (cores {}, {}), p {}\n", clusters[0]->name(),
-                 fmt::join(clusters[0]->cores(), "+"), stile::to_string(clusters[0]->format()), clusters[1]->name(),
-                 fmt::join(clusters[1]->cores(), "+"), stile::to_string(clusters[1]->format()),
+      const auto where = [&](std::size_t i) {
+        return processors[i].opencl ? std::string("OpenCL device ") + std::to_string(processors[i].device)
+                                    : fmt::format("cores {}", fmt::join(processors[i].cores, "+"));
+      };
+      fmt::print("split    {} ({}, {}) + {} ({}, {} weights), p {}\n", clusters[0]->name(), where(0),
+                 stile::to_string(clusters[0]->format()), clusters[1]->name(), where(1),
+                 stile::to_string(clusters[1]->format()),
                  split_p ? fmt::format("{:.3f} (fixed)", *split_p)
                          : std::string(split_profile ? "auto (predictor, " + split_profile_path + ")"
                                                      : "auto (predictor, profiled on the first layer)"));

@@ -271,14 +271,50 @@ class OpenClDevice final : public Processor {
           "clEnqueueReadBufferRect");
   }
 
-  // The row-major fp32 matrix of w on the device, converted from the handed bytes at first use.
+  // A fingerprint of w's contents, so that a matrix freed and another allocated at the same
+  // address is not taken for it: its shape and format, the int8 scales and zero point (one per
+  // channel), or a strided sample of the fp16 / fp32 values.
+  static std::uint64_t fingerprint(const LinearView& w) {
+    std::uint64_t h = 1469598103934665603ull;
+    const auto mix = [&](const void* p, std::size_t bytes) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      for (std::size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    const std::size_t shape[3] = {w.rows(), w.cols(), static_cast<std::size_t>(w.format)};
+    mix(shape, sizeof shape);
+    if (w.format == LinearFormat::kInt8) {
+      mix(w.i8.scales, w.rows() * sizeof(float));
+      mix(&w.i8.zero_point, sizeof w.i8.zero_point);
+      const std::size_t bytes = w.i8.panels() * w.i8.nr * w.i8.padded_cols();
+      for (std::size_t i = 0; i < bytes; i += 4093) mix(w.i8.packed + i, 1);
+    } else {
+      const std::size_t nr = w.format == LinearFormat::kF16 ? w.f16.nr : w.f32.nr;
+      const std::size_t count = (w.rows() + nr - 1) / nr * nr * w.cols();
+      for (std::size_t i = 0; i < count; i += 4093) {
+        if (w.format == LinearFormat::kF16) {
+          mix(w.f16.data + i, 2);
+        } else {
+          mix(w.f32.data + i, 4);
+        }
+      }
+    }
+    return h;
+  }
+
+  // The row-major fp32 matrix of w on the device, converted from the handed bytes at first use
+  // (kept by their address and fingerprint).
   cl_mem device_weights(const LinearView& w) {
     require(w.format == weights_format_, "weights in " + std::string(to_string(w.format)) + ", but the device takes " +
                                              to_string(weights_format_));
-    const void* key = w.format == LinearFormat::kInt8 ? static_cast<const void*>(w.i8.packed)
-                      : w.format == LinearFormat::kF16 ? static_cast<const void*>(w.f16.data)
-                                                       : static_cast<const void*>(w.f32.data);
+    const void* address = w.format == LinearFormat::kInt8 ? static_cast<const void*>(w.i8.packed)
+                          : w.format == LinearFormat::kF16 ? static_cast<const void*>(w.f16.data)
+                                                           : static_cast<const void*>(w.f32.data);
+    const std::pair<const void*, std::uint64_t> key{address, fingerprint(w)};
     if (auto it = weights_.find(key); it != weights_.end()) return it->second;
+    if (auto stale = weights_.lower_bound({address, 0}); stale != weights_.end() && stale->first.first == address) {
+      clReleaseMemObject(stale->second);  // other weights lived here before
+      weights_.erase(stale);
+    }
     const std::size_t N = w.rows(), K = w.cols();
     cl_mem out = make_buffer(N * K * 4);
     const auto N32 = static_cast<cl_uint>(N), K32 = static_cast<cl_uint>(K);
@@ -408,7 +444,7 @@ class OpenClDevice final : public Processor {
   cl_command_queue queue_ = nullptr;
   cl_program program_ = nullptr;
   std::map<std::string, cl_kernel> kernels_;
-  std::map<const void*, cl_mem> weights_;
+  std::map<std::pair<const void*, std::uint64_t>, cl_mem> weights_;
   cl_mem a_ = nullptr, c_ = nullptr, r_ = nullptr, bias_ = nullptr, scores_ = nullptr, qkv_ = nullptr, ctx_ = nullptr;
   std::size_t a_size_ = 0, c_size_ = 0, r_size_ = 0, bias_size_ = 0, scores_size_ = 0, qkv_size_ = 0, ctx_size_ = 0;
   bool failed_ = false, fail_next_ = false;

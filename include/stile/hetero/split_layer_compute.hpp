@@ -130,18 +130,23 @@ class SplitLayerCompute final : public LayerCompute {
       const StackedDict& w = *mats[m];
       dense.resize(w.rows() * w.cols());
       dequantize(w, dense.data());
-      for (std::size_t i = 0; i < 2; ++i) {
+      // Two processors that take the same format share one copy (processor 1 reads view 0's
+      // weights: an OpenCL device converts the CPU's int8 bytes on the device).
+      const std::size_t copies = proc_[0]->format() == proc_[1]->format() ? 1 : 2;
+      for (std::size_t i = 0; i < copies; ++i) {
         out.w[i][m] = LinearWeights::make(DenseF32(dense.data(), w.rows(), w.cols()), proc_[i]->format(),
                                           Int8Scheme::kSymmetricPerChannel, kNames[m]);
       }
     }
+    const bool shared = proc_[0]->format() == proc_[1]->format();
     for (std::size_t i = 0; i < 2; ++i) {
       LayerView<LinearView>& lv = out.view[i];
-      lv.q = out.w[i][0].view();
-      lv.kv = out.w[i][1].view();
-      lv.attn_out = out.w[i][2].view();
-      lv.ffn_in = out.w[i][3].view();
-      lv.ffn_out = out.w[i][4].view();
+      const auto& w = out.w[shared ? 0 : i];
+      lv.q = w[0].view();
+      lv.kv = w[1].view();
+      lv.attn_out = w[2].view();
+      lv.ffn_in = w[3].view();
+      lv.ffn_out = w[4].view();
       lv.q_bias = out.q_bias.data();
       lv.kv_bias = out.kv_bias.data();
       lv.ffn_in_bias = out.ffn_in_bias.data();
