@@ -119,11 +119,7 @@ int main(int argc, char** argv) {
   const auto view1 = [&](const Encoder& e) -> const std::vector<LayerView<LinearView>>& { return fp16_views ? e.fp16 : e.int8; };
   for (const Encoder& enc : encoders) {
     const stile::BertConfig& c = enc.config;
-    const std::size_t L = enc.int8.size(), H = c.num_heads;
-    // Attention is fp32 on both clusters and the cores are alike: each head costs the same on
-    // either, so the enumeration balances the heads.
-    const std::vector<double> head_cost(H, 1.0);
-    const std::vector<std::uint8_t> heads = stile::best_head_mapping(head_cost, head_cost);
+    const std::size_t L = enc.int8.size();
     fmt::print("\n{}\n", enc.name);
     fmt::print("{:>6} | {:>9} {:>9} {:>9} | {:>9} {:>6} | {:>9} {:>9} | {:>8} {:>8} {:>9}\n", "tokens", "cpu:0",
                second.name(), "mapping", "split", "p", "2 thr i8", "2 thr f16", "vs best", "vs map", "vs 2 thr");
@@ -141,7 +137,7 @@ int main(int argc, char** argv) {
         std::copy(x0.begin(), x0.end(), x.begin());
         for (std::size_t l = 0; l < L; ++l) {
           stile::SplitPlan plan = stile::SplitPlan::uniform(share[l], lops);
-          if (share[l] > 0 && share[l] < 1) plan.heads = heads;
+          plan.qkv_with_heads = true;  // heads by p: the first round(p H) on cpu:0
           split.run(enc.int8[l], view1(enc)[l], plan, c, x.data(), offsets, ws);
         }
       };
@@ -242,8 +238,8 @@ int main(int argc, char** argv) {
 #endif
   }
   fmt::print("\ncolumns: cpu:0 / cpu:1 = the whole encoder on one processor; mapping = the best layer-to-processor "
-             "mapping; split = the cooperative layer at the best p of the grid (share of channels on cpu:0, heads "
-             "balanced by enumeration); 2 thr = stile's ordinary run on a 2-thread pool (int8, fp16 weights); vs best "
+             "mapping; split = the cooperative layer at the best p of the grid (share of channels on cpu:0; the first "
+             "round(p H) heads and their Q, K, V columns on cpu:0); 2 thr = stile's ordinary run on a 2-thread pool (int8, fp16 weights); vs best "
              "= best single / split; vs map = mapping / split; vs 2 thr = split / int8 2-thread (lower is better)\n");
   // (c) The predictor: fit on profiled calls at 16..128 tokens on both layer shapes, then per layer
   // and token count, predicted against measured time at every p of the grid, and the predicted best
@@ -278,8 +274,8 @@ int main(int argc, char** argv) {
       for (const std::size_t T : lengths) {
         const std::vector<std::size_t> offsets{0, T};
         stile::SplitLayerShape shape{{T}, c.hidden, c.num_heads, c.intermediate, ops.layer_norm};
-        const stile::SplitChoice choice = stile::choose_split(profile, sides, shape);
-        const std::vector<std::uint8_t> mapped = stile::predicted_head_mapping(profile, sides, shape);
+        const stile::SplitChoice choice = stile::choose_split(profile, sides, shape, true);
+        const std::vector<std::uint8_t> mapped = stile::predicted_head_mapping(profile, sides, shape, true);
         stile_test::Rng rng{T + 1};
         std::vector<float> x0(T * c.hidden), x(T * c.hidden);
         for (float& v : x0) v = rng.unit();
@@ -289,6 +285,7 @@ int main(int argc, char** argv) {
           double best_meas = 1e30, best_p = 0;
           for (const double p : stile::split_grid()) {
             stile::SplitPlan plan = stile::SplitPlan::uniform(p, ops);
+            plan.qkv_with_heads = true;
             plan.heads = p >= 1 ? std::vector<std::uint8_t>(c.num_heads, 0)
                          : p <= 0 ? std::vector<std::uint8_t>(c.num_heads, 1)
                                   : mapped;
@@ -298,7 +295,7 @@ int main(int argc, char** argv) {
                                             split.run(enc.int8[l], enc.fp16[l], plan, c, x.data(), offsets, ws);
                                           },
                                           9, batch_seconds / 4);
-            const double pred = stile::predict_split_layer_ms(profile, sides, shape, p, plan.heads);
+            const double pred = stile::predict_split_layer_ms(profile, sides, shape, p, plan.heads, true);
             const double e = std::abs(pred - meas) / meas;
             errors.push_back(e);
             errs += fmt::format("{:3.0f}", 100 * e);

@@ -20,6 +20,7 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "stile/core/error.hpp"
@@ -40,6 +41,10 @@ struct SplitPlan {
   std::vector<std::uint8_t> heads;
   double rows_p = 1.0;  // share of LayerNorm rows on processor 0
   OpFormats ops;
+  // Q, K and V split by heads instead of p[kQkv]: each processor computes the Q, K and V columns of
+  // its own heads and goes straight on to their attention, with no meeting point in between (one
+  // fewer per layer). Taken when every head starts on both processors' channel granule.
+  bool qkv_with_heads = false;
 
   static SplitPlan uniform(double share, const OpFormats& ops = {}) {
     SplitPlan s;
@@ -85,16 +90,39 @@ class SplitLayer {
     call.C = ws.qkv.data();
     call.ldc = 3 * da;
     call.bias = v0.q_bias;
-    split_linear(call, q, plan.p[0]);
     LinearCall kv_call = call;
     kv_call.op = "kv";
     kv_call.C = ws.qkv.data() + da;
     kv_call.bias = v0.kv_bias;
-    split_linear(kv_call, kv, plan.p[0]);
-    wait_both();
-
-    attention(v0, plan, seq_offsets, ws);
-    wait_both();
+    assign_heads(v0, plan);
+    if (plan.qkv_with_heads && v0.head_dim % granule_ == 0) {
+      // Each processor: the Q, K, V columns of its heads, then their attention (an in-order queue).
+      for (const std::size_t i : {std::size_t{1}, std::size_t{0}}) {
+        for (std::size_t at = 0; at < heads_[i].size();) {
+          std::size_t end = at + 1;  // a run of consecutive heads: one slice
+          while (end < heads_[i].size() && heads_[i][end] == heads_[i][end - 1] + 1) ++end;
+          const std::size_t c0 = heads_[i][at] * v0.head_dim, c1 = (heads_[i][end - 1] + 1) * v0.head_dim;
+          for (const auto& [base, w, offset] : {std::tuple{&call, &v[i]->q, std::size_t{0}},
+                                                std::tuple{&kv_call, &v[i]->kv, std::size_t{0}},
+                                                std::tuple{&kv_call, &v[i]->kv, da}}) {
+            LinearCall slice = *base;
+            slice.w = *w;
+            slice.n0 = offset + c0;
+            slice.n1 = offset + c1;
+            proc_[i]->enqueue(slice);
+          }
+          at = end;
+        }
+        enqueue_attention(i, v0, plan, seq_offsets, ws);
+      }
+      wait_both();
+    } else {
+      split_linear(call, q, plan.p[0]);
+      split_linear(kv_call, kv, plan.p[0]);
+      wait_both();
+      for (const std::size_t i : {std::size_t{1}, std::size_t{0}}) enqueue_attention(i, v0, plan, seq_offsets, ws);
+      wait_both();
+    }
 
     call = LinearCall{};
     call.op = "attn_out";
@@ -187,8 +215,7 @@ class SplitLayer {
     }
   }
 
-  void attention(const LayerView<LinearView>& v, const SplitPlan& plan, std::span<const std::size_t> seq_offsets,
-                 EncoderWorkspace& ws) {
+  void assign_heads(const LayerView<LinearView>& v, const SplitPlan& plan) {
     const std::size_t H = v.heads;
     for (auto& h : heads_) h.clear();
     if (plan.heads.empty()) {
@@ -197,8 +224,13 @@ class SplitLayer {
     } else {
       for (std::size_t h = 0; h < H; ++h) heads_[plan.heads[h]].push_back(static_cast<std::uint16_t>(h));
     }
-    for (const std::size_t i : {std::size_t{1}, std::size_t{0}}) {
-      if (heads_[i].empty()) continue;
+  }
+
+  void enqueue_attention(std::size_t i, const LayerView<LinearView>& v, const SplitPlan& plan,
+                         std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws) {
+    const std::size_t H = v.heads;
+    {
+      if (heads_[i].empty()) return;
       AttentionCall a;
       a.qkv = ws.qkv.data();
       a.ld_qkv = 3 * v.attn_width();

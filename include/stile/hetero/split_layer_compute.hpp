@@ -64,10 +64,11 @@ class SplitLayerCompute final : public LayerCompute {
       for (std::size_t i = 0; i + 1 < seq_offsets.size(); ++i) s.lengths.push_back(seq_offsets[i + 1] - seq_offsets[i]);
       const std::array<SplitSide, 2> sides{SplitSide{proc_[0]->name(), proc_[0]->format(), proc_[0]->channel_granule()},
                                            SplitSide{proc_[1]->name(), proc_[1]->format(), proc_[1]->channel_granule()}};
-      const SplitChoice choice = choose_split(*profile_, sides, s);
+      const SplitChoice choice = choose_split(*profile_, sides, s, true);
       plan = SplitPlan::uniform(choice.p, ops_);
       plan.heads = choice.heads;
     }
+    plan.qkv_with_heads = true;
     last_p_ = plan.p[0];
     try {
       split_.run(layer.view[0], layer.view[1], plan, config, x, seq_offsets, ws_);

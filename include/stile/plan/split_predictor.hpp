@@ -255,9 +255,11 @@ struct SplitChoice {
 };
 
 // The predicted time of one layer split at p (heads mapped as `heads`): per operator, the slower
-// side. A side with nothing to do costs nothing.
+// side. A side with nothing to do costs nothing. qkv_with_heads: Q, K and V split by the heads
+// (SplitPlan::qkv_with_heads), each side's QKV and attention one stretch.
 inline double predict_split_layer_ms(const SplitProfile& profile, const std::array<SplitSide, 2>& sides,
-                                     const SplitLayerShape& s, double p, std::span<const std::uint8_t> heads) {
+                                     const SplitLayerShape& s, double p, std::span<const std::uint8_t> heads,
+                                     bool qkv_with_heads = false) {
   const std::size_t g = std::lcm(std::max<std::size_t>(1, sides[0].granule), std::max<std::size_t>(1, sides[1].granule));
   const std::size_t T = s.tokens(), d = s.hidden, ff = s.ffn;
   const auto linear = [&](std::size_t side, std::size_t n, std::size_t K) {
@@ -270,10 +272,6 @@ inline double predict_split_layer_ms(const SplitProfile& profile, const std::arr
     return std::array<double, 2>{linear(0, n, K), linear(1, N - n, K)};
   };
   double total = 0;
-  {  // Q and K/V: one meeting point
-    const auto q = split_linear(d, d), kv = split_linear(2 * d, d);
-    total += std::max(q[0] + kv[0], q[1] + kv[1]);
-  }
   std::array<std::size_t, 2> nh{0, 0};
   for (const std::uint8_t h : heads) ++nh[h & 1u];
   std::array<double, 2> att{0, 0};
@@ -282,7 +280,15 @@ inline double predict_split_layer_ms(const SplitProfile& profile, const std::arr
       att[i] = profile.at(sides[i].processor, "attention", "fp32").predict(attention_features(s.lengths, nh[i], d / s.heads));
     }
   }
-  total += std::max(att[0], att[1]);
+  if (qkv_with_heads) {
+    std::array<double, 2> side{0, 0};
+    for (std::size_t i = 0; i < 2; ++i) side[i] = 3 * linear(i, nh[i] * (d / s.heads), d) + att[i];
+    total += std::max(side[0], side[1]);
+  } else {
+    const auto q = split_linear(d, d), kv = split_linear(2 * d, d);
+    total += std::max(q[0] + kv[0], q[1] + kv[1]);  // Q and K/V: one meeting point
+    total += std::max(att[0], att[1]);
+  }
   const auto ln = [&] {
     const std::size_t r = split_point(T, p, 1);
     std::array<double, 2> t{0, 0};
@@ -303,30 +309,36 @@ inline double predict_split_layer_ms(const SplitProfile& profile, const std::arr
 
 // The heads' mapping with the least predicted attention time (best_head_mapping on each head's
 // predicted time on each side).
+// With qkv_with_heads a head's cost includes its Q, K and V columns on that side.
 inline std::vector<std::uint8_t> predicted_head_mapping(const SplitProfile& profile, const std::array<SplitSide, 2>& sides,
-                                                        const SplitLayerShape& s) {
+                                                        const SplitLayerShape& s, bool qkv_with_heads = false) {
   std::array<std::vector<double>, 2> cost;
+  const std::size_t hd = s.hidden / s.heads;
   for (std::size_t i = 0; i < 2; ++i) {
     const LatencyFit& f = profile.at(sides[i].processor, "attention", "fp32");
     // Per head: its share of the work, plus the call's fixed cost spread over the heads.
-    const double per_head = f.predict(attention_features(s.lengths, 1, s.hidden / s.heads)) - f.fixed_ms;
-    cost[i].assign(s.heads, per_head + f.fixed_ms / double(s.heads));
+    double per_head = f.predict(attention_features(s.lengths, 1, hd)) - f.fixed_ms + f.fixed_ms / double(s.heads);
+    if (qkv_with_heads) {
+      const LatencyFit& l = profile.at(sides[i].processor, "linear", to_string(sides[i].format));
+      per_head += 3 * (l.predict(linear_features(s.tokens(), hd, s.hidden, sides[i].format)) - l.fixed_ms);
+    }
+    cost[i].assign(s.heads, per_head);
   }
   return best_head_mapping(cost[0], cost[1]);
 }
 
 // The p of the grid with the least predicted time (ties: the larger p, processor 0 first).
 inline SplitChoice choose_split(const SplitProfile& profile, const std::array<SplitSide, 2>& sides,
-                                const SplitLayerShape& s) {
+                                const SplitLayerShape& s, bool qkv_with_heads = false) {
   SplitChoice best;
   best.predicted_ms = std::numeric_limits<double>::infinity();
-  const std::vector<std::uint8_t> mapped = predicted_head_mapping(profile, sides, s);
+  const std::vector<std::uint8_t> mapped = predicted_head_mapping(profile, sides, s, qkv_with_heads);
   for (const double p : split_grid()) {
     // At the ends every head goes with the channels (no hand-off); inside, as mapped.
     const std::vector<std::uint8_t> heads = p >= 1.0 ? std::vector<std::uint8_t>(s.heads, 0)
                                             : p <= 0.0 ? std::vector<std::uint8_t>(s.heads, 1)
                                                        : mapped;
-    const double t = predict_split_layer_ms(profile, sides, s, p, heads);
+    const double t = predict_split_layer_ms(profile, sides, s, p, heads, qkv_with_heads);
     if (t <= best.predicted_ms) {
       best = {p, heads, t};
     }
