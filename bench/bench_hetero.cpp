@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -52,6 +53,30 @@ struct Cell {
 
 double ms(double s) { return s * 1e3; }
 
+// --best-of: the fastest batch instead of the median one. On a machine shared with other programs
+// a pinned thread cannot move away from a busy core, and the median measures the sharing; the
+// fastest of 9 batches (each many calls) is what the configuration does when it has its cores.
+bool g_best_of = false;
+
+template <class Fn>
+double seconds_per_call(Fn&& fn, int batches, double batch_seconds) {
+  if (!g_best_of) return stile::bench::median_seconds(fn, batches, batch_seconds);
+  using clock = std::chrono::steady_clock;
+  fn();
+  const auto t0 = clock::now();
+  fn();
+  const double once = std::chrono::duration<double>(clock::now() - t0).count();
+  const int reps = std::max(1, static_cast<int>(batch_seconds / std::max(once, 1e-7)));
+  for (int r = 0; r < reps; ++r) fn();
+  double best = 1e30;
+  for (int b = 0; b < batches; ++b) {
+    const auto start = clock::now();
+    for (int r = 0; r < reps; ++r) fn();
+    best = std::min(best, std::chrono::duration<double>(clock::now() - start).count() / reps);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +96,8 @@ int main(int argc, char** argv) {
   cli.flag("--trace", "FILE", "write a Chrome trace (one lane per processor) of one split run per cell", trace_path);
   cli.flag("--profile-out", "FILE", "write the split profile (benchmark (c)) as JSON", profile_path);
   cli.toggle("--only-predictor", "run benchmark (c) only", skip_a);
+  cli.toggle("--best-of", "time the fastest of the 9 batches, not the median (for a machine shared with others)",
+             g_best_of);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   const stile::ModelPrecision p8 = stile::precision_preset("int8"), p16 = stile::precision_preset("fp16");
@@ -109,7 +136,13 @@ int main(int argc, char** argv) {
              "split granule {} channels\n",
              cpu0.pinned() ? "yes" : "no", cpu1.pinned() ? "yes" : "no",
              std::lcm(cpu0.channel_granule(), cpu1.channel_granule()));
-  fmt::print("batch 1, one sequence; median of 9 batches of runs, ms; embeddings not timed\n");
+  fmt::print("batch 1, one sequence; {} of 9 batches of runs, ms; embeddings not timed; load average at start: {}\n",
+             g_best_of ? "the fastest" : "median", [] {
+               std::ifstream in("/proc/loadavg");
+               std::string line;
+               std::getline(in, line);
+               return line;
+             }());
 
   bool all_met = true;
   // One comparison: cpu:0 (int8, this thread) with processor 1 (`second`, reading view1(enc)) in
@@ -143,7 +176,7 @@ int main(int argc, char** argv) {
       };
       const auto time_plans = [&](const std::vector<double>& share) {
         x = x0;
-        return stile::bench::median_seconds([&] { run_plans(share); }, 9, batch_seconds);
+        return seconds_per_call([&] { run_plans(share); }, 9, batch_seconds);
       };
       Cell cell;
       cell.single0 = time_plans(std::vector<double>(L, 1.0));
@@ -156,7 +189,7 @@ int main(int argc, char** argv) {
         const auto one_layer = [&](double share) {
           x = x0;
           stile::SplitPlan plan = stile::SplitPlan::uniform(share, lops);
-          return stile::bench::median_seconds(
+          return seconds_per_call(
               [&] {
                 std::copy(x0.begin(), x0.end(), x.begin());
                 split.run(enc.int8[l], view1(enc)[l], plan, c, x.data(), offsets, ws);
@@ -178,7 +211,7 @@ int main(int argc, char** argv) {
       }
       const auto time_pool = [&](const std::vector<LayerView<LinearView>>& views) {
         x = x0;
-        return stile::bench::median_seconds(
+        return seconds_per_call(
             [&] {
               std::copy(x0.begin(), x0.end(), x.begin());
               for (const auto& v : views) stile::encoder_layer(v, c, x.data(), offsets, ws, two);
@@ -289,7 +322,7 @@ int main(int argc, char** argv) {
             plan.heads = p >= 1 ? std::vector<std::uint8_t>(c.num_heads, 0)
                          : p <= 0 ? std::vector<std::uint8_t>(c.num_heads, 1)
                                   : mapped;
-            const double meas = 1e3 * stile::bench::median_seconds(
+            const double meas = 1e3 * seconds_per_call(
                                           [&] {
                                             std::copy(x0.begin(), x0.end(), x.begin());
                                             split.run(enc.int8[l], enc.fp16[l], plan, c, x.data(), offsets, ws);
