@@ -320,6 +320,10 @@ TEST_CASE("core lists parse, and a core that cannot be pinned is said and the cl
   CHECK(stile::pin_this_thread(-1) != "");
   stile::CpuCluster ok("cpu:0", {0}, LinearFormat::kF32);
   CHECK(ok.pinned());
+  // Two cores: the dispatcher and a pool worker, each pinned to its own; a call uses both.
+  stile::CpuCluster two("cpu:0-1", {0, 1}, LinearFormat::kF32);
+  CHECK(two.pinned());
+  CHECK(two.threads() == 2);
   stile::CpuCluster bad("cpu:big", {4000}, LinearFormat::kF32);  // no such core
   CHECK_FALSE(bad.pinned());
   // ...and it still runs calls.
@@ -327,6 +331,13 @@ TEST_CASE("core lists parse, and a core that cannot be pinned is said and the cl
   bad.enqueue(stile::LayerNormCall{x.data(), 0, 1, 4, 4, g.data(), b.data(), 1e-12f, stile::NormFormat::kF32});
   bad.wait();
   CHECK(std::abs(x[0] + std::sqrt(1.8)) < 1e-4);  // (1 - 2.5) / sqrt(1.25)
+  std::vector<float> rows(64 * 4, 1.0f);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = float(i % 7);
+  two.enqueue(stile::LayerNormCall{rows.data(), 0, 64, 4, 4, g.data(), b.data(), 1e-12f, stile::NormFormat::kInt8});
+  two.wait();
+  double row_sum = 0;
+  for (std::size_t i = 0; i < 4; ++i) row_sum += rows[i];
+  CHECK(std::abs(row_sum) < 5e-2);  // normalized rows sum to about 0 (the int8 LayerNorm, split over both workers)
 }
 
 TEST_CASE("a failing call fails wait() naming the processor and the call; the processor goes on", "[hetero]") {

@@ -14,6 +14,7 @@
 //     stile::Error naming the processor and the call ("processor 'cpu:1': linear ffn_in channels
 //     [384, 1536) of 32 rows: ..."); the calls after it in the queue are skipped, and the
 //     processor is usable again after wait() returns or throws.
+//   * One thread drives a processor at a time (enqueue and wait are not for concurrent callers).
 //   * The caller keeps every buffer a call points at alive and untouched (but by that call) until
 //     wait() returns. Calls on different processors that run at once must write disjoint memory:
 //     that is what a slice is for.
