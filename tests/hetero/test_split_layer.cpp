@@ -320,16 +320,16 @@ TEST_CASE("core lists parse, and a core that cannot be pinned is said and the cl
     CHECK_THROWS_WITH(stile::parse_core_list(bad), Catch::Contains("bad core list"));
   }
   CHECK(stile::pin_this_thread(-1) != "");
-  // Cores 0 and 1 where this process may run on them (a cpuset can forbid them; CI has both).
+  // Pinning to a core this process may run on must work (outside its mask, a cpuset may refuse).
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
   const bool have0 = CPU_ISSET(0, &allowed), have01 = have0 && CPU_ISSET(1, &allowed);
   stile::CpuCluster ok("cpu:0", {0}, LinearFormat::kF32);
-  CHECK(ok.pinned() == have0);
+  if (have0) CHECK(ok.pinned());
   // Two cores: the dispatcher and a pool worker, each pinned to its own; a call uses both.
   stile::CpuCluster two("cpu:0-1", {0, 1}, LinearFormat::kF32);
-  CHECK(two.pinned() == have01);
+  if (have01) CHECK(two.pinned());
   CHECK(two.threads() == 2);
   stile::CpuCluster bad("cpu:big", {4000}, LinearFormat::kF32);  // no such core
   CHECK_FALSE(bad.pinned());
