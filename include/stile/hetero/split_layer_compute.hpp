@@ -5,7 +5,7 @@
 // converted layer for the next request, and runs it split between the two processors
 // (hetero/split_layer.hpp) at a fixed p or at the p the split predictor picks for the request's
 // shape (plan/split_predictor.hpp; with no profile given, the processors are profiled on the
-// first layer it sees: about a second on two CPU cores, 2.4 s with PoCL as processor 1).
+// first layer it sees: a few hundred calls on each processor, longer on a slow device).
 //
 // The cache is keyed by the layer (its resident parameters' address, stable in an engine) and by
 // each chosen shard's bitwidth and biases: shards of a trained model have distinct biases, so a
