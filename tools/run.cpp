@@ -6,6 +6,8 @@
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"
 //   run --inject "seed=1; eio@n=30; late@p=0.1,x=10-100" minilm.stile "text"   (faults on purpose)
+//   run --processors cpu:0,cpu:1 --split auto --processor-trace lanes.json minilm.stile "text"
+//       (each layer split between two CPU clusters, int8 and fp16: hetero/split_layer_compute.hpp)
 //
 // Exit status: 0 ok, 1 runtime error (bad store, failed read), 2 usage error.
 #include <cstddef>
@@ -27,6 +29,10 @@
 #include "cli.hpp"
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
+#include "stile/hetero/cpu_cluster.hpp"
+#include "stile/hetero/opencl_device.hpp"
+#include "stile/hetero/processor_trace.hpp"
+#include "stile/hetero/split_layer_compute.hpp"
 #include "stile/io/fault_injection.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/model/linear_head.hpp"
@@ -83,6 +89,36 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
   }
 }
 
+// One processor of --processors: "cpu:CORES" (CORES: 0, 0-3, 0+2+4: '+' joins, as ',' separates
+// processors) or "opencl:N".
+struct ProcessorSpec {
+  std::string name;
+  std::vector<int> cores;
+  bool opencl = false;
+  std::size_t device = 0;
+};
+
+ProcessorSpec parse_processor(std::string_view item) {
+  ProcessorSpec p;
+  p.name = std::string(item);
+  if (item.starts_with("cpu:")) {
+    std::string cores(item.substr(4));
+    for (char& ch : cores) ch = ch == '+' ? ',' : ch;
+    try {
+      p.cores = stile::parse_core_list(cores);
+    } catch (const stile::Error& e) {
+      throw stile_cli::UsageError(std::string("--processors: ") + e.what());
+    }
+    return p;
+  }
+  if (item.starts_with("opencl:")) {
+    p.opencl = true;
+    p.device = stile_cli::parse_whole(item.substr(7), "--processors opencl:N");
+    return p;
+  }
+  throw stile_cli::UsageError("--processors: '" + std::string(item) + "' is not cpu:CORES or opencl:N");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +131,11 @@ int main(int argc, char** argv) {
   std::string trace, inject;
   std::string precision = "fp32";
   bool verbose = false;
+  std::vector<ProcessorSpec> processors;
+  std::vector<stile::LinearFormat> processor_formats{stile::LinearFormat::kInt8, stile::LinearFormat::kF16};
+  std::optional<double> split_p;
+  bool split_auto = false;
+  std::string split_profile_path, processor_trace;
   stile_cli::Parser cli("run", "[options] STORE TEXT...",
                         "Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and "
                         "prints the sentence embedding's first values and norm, its SST-2 class (when there are "
@@ -140,7 +181,60 @@ int main(int argc, char** argv) {
            "KIND@p=P (each read with chance P), KIND one of eio, short, late (x=LO-HI: 10-100x the read's time; "
            "ms=M: at least M ms), corrupt; and seed=S. A request that meets a fault fails and the next goes on",
            inject);
+  cli.flag("--processors", "P0,P1",
+           "split every layer between two processors (muLayer's cooperative layer, hetero/): cpu:CORES (a CPU "
+           "cluster pinned to CORES: 0, 2-3, 0+2) or opencl:N; the first runs on the engine's compute thread",
+           [&](std::string_view v) {
+             processors = stile_cli::parse_list(v, "--processors", [](std::string_view i) { return parse_processor(i); });
+             if (processors.size() != 2) throw stile_cli::UsageError("--processors takes exactly two processors");
+           });
+  cli.flag("--processor-formats", "F0,F1", "the processors' linear formats: fp32, fp16, int8 (default: int8,fp16)",
+           [&](std::string_view v) {
+             processor_formats = stile_cli::parse_list(v, "--processor-formats", [](std::string_view f) {
+               if (f == "fp32") return stile::LinearFormat::kF32;
+               if (f == "fp16") return stile::LinearFormat::kF16;
+               if (f == "int8") return stile::LinearFormat::kInt8;
+               throw stile_cli::UsageError("--processor-formats: '" + std::string(f) + "' is not fp32, fp16 or int8");
+             });
+             if (processor_formats.size() != 2) throw stile_cli::UsageError("--processor-formats takes two formats");
+           });
+  cli.flag("--split", "auto|P",
+           "with --processors: processor 0's share of each linear layer's output channels (0..1, rounded to the "
+           "processors' panel width), or auto: the split predictor's p per request shape (default auto)",
+           [&](std::string_view v) {
+             if (v == "auto") {
+               split_auto = true;
+               return;
+             }
+             const double p = stile_cli::parse_number(v, "--split");
+             if (!(p >= 0 && p <= 1)) throw stile_cli::UsageError("--split must be auto or a number in [0, 1]");
+             split_p = p;
+           });
+  cli.flag("--split-profile", "FILE",
+           "with --split auto: the split predictor's profile (plan/split_predictor.hpp); read when it exists, else "
+           "profiled on the first layer and written there",
+           split_profile_path);
+  cli.flag("--processor-trace", "FILE",
+           "with --processors: write what each processor ran during the last request as Chrome trace JSON, one lane "
+           "per processor",
+           processor_trace);
   const std::vector<std::string> positional = cli.parse(argc, argv);
+  if (processors.empty() && (split_p || split_auto || !split_profile_path.empty() || !processor_trace.empty())) {
+    cli.fail("--split, --split-profile and --processor-trace go with --processors");
+  }
+  if (split_p && !split_profile_path.empty()) cli.fail("--split-profile goes with --split auto");
+  if (!processors.empty() && processors[0].opencl) {
+    cli.fail("--processors: the first processor runs on the engine's compute thread and must be a cpu:CORES");
+  }
+  if (!processors.empty() && processors[1].opencl) {
+    if (!stile::opencl_available()) {
+      std::fprintf(stderr, "run: %s: the OpenCL backend is absent in this build (no OpenCL headers or CLBlast)\n",
+                   processors[1].name.c_str());
+      return 1;
+    }
+    // The device takes the CPU's int8 bytes and converts them on the device: both int8, one copy.
+    processor_formats = {stile::LinearFormat::kInt8, stile::LinearFormat::kInt8};
+  }
   if (positional.size() < 2) cli.fail("a store and at least one text are needed");
   if ((layers || shards) && !bits) cli.fail("--layers and --shards go with --bits");
   options.preload_bytes = preload_kb * 1024;
@@ -170,9 +264,39 @@ int main(int argc, char** argv) {
     if (heads_path) heads = stile::HeadsFile::load(*heads_path);
     std::optional<stile::DeviceProfile> profile;
     if (profile_path) profile = stile::DeviceProfile::load(*profile_path);
+    // The processors outlive the engines (one per text); each engine gets its own split layer,
+    // handed the predictor's profile once there is one.
+    std::vector<std::unique_ptr<stile::Processor>> clusters;
+    for (std::size_t i = 0; i < processors.size(); ++i) {
+      if (processors[i].opencl) {
+#if defined(STILE_HAVE_OPENCL)
+        auto dev = stile::OpenClDevice::open(processors[i].device, processor_formats[i], processors[i].name);
+        fmt::print("device   {} = {}; GEMM {}; host-unified memory {}\n", processors[i].name, dev->device_name(),
+                   dev->gemm_note(), dev->host_unified() ? "yes" : "no");
+        clusters.push_back(std::move(dev));
+#endif
+        continue;
+      }
+      clusters.push_back(std::make_unique<stile::CpuCluster>(
+          processors[i].name, processors[i].cores, processor_formats[i],
+          i == 0 ? stile::CpuCluster::Mode::kCallerThread : stile::CpuCluster::Mode::kOwnThread));
+    }
+    std::optional<stile::SplitProfile> split_profile;
+    if (!split_profile_path.empty() && std::filesystem::exists(split_profile_path)) {
+      split_profile = stile::SplitProfile::load(split_profile_path);
+    }
+    stile::ProcessorTrace lanes;
+    stile::SplitLayerCompute* split = nullptr;
     auto open_engine = [&] {
       auto e = std::make_unique<stile::Engine>(store, options, profile);
       if (heads) e->set_heads(*heads);
+      if (!clusters.empty()) {
+        if (split != nullptr && split->profile()) split_profile = split->profile();
+        auto compute = std::make_unique<stile::SplitLayerCompute>(*clusters[0], *clusters[1], options.ops, split_p,
+                                                                  split_profile);
+        split = compute.get();
+        e->set_layer_compute(std::move(compute));
+      }
       return e;
     };
     auto engine_ptr = open_engine();
@@ -188,6 +312,18 @@ int main(int argc, char** argv) {
       fmt::print("formats  {}: LayerNorm {}, GELU {}, softmax {}; GEMMs on the store's dictionary shards\n", precision,
                  stile::to_string(options.ops.layer_norm), stile::to_string(options.ops.gelu),
                  stile::to_string(options.ops.softmax));
+    }
+    if (!clusters.empty()) {
+      const auto where = [&](std::size_t i) {
+        return processors[i].opencl ? std::string("OpenCL device ") + std::to_string(processors[i].device)
+                                    : fmt::format("cores {}", fmt::join(processors[i].cores, "+"));
+      };
+      fmt::print("split    {} ({}, {}) + {} ({}, {} weights), p {}\n", clusters[0]->name(), where(0),
+                 stile::to_string(clusters[0]->format()), clusters[1]->name(), where(1),
+                 stile::to_string(clusters[1]->format()),
+                 split_p ? fmt::format("{:.3f} (fixed)", *split_p)
+                         : std::string(split_profile ? "auto (predictor, " + split_profile_path + ")"
+                                                     : "auto (predictor, profiled on the first layer)"));
     }
     fmt::print("profile  {}\n",
                profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
@@ -216,6 +352,8 @@ int main(int argc, char** argv) {
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
       std::string previous_note;
       for (const char* label : {"cold", "warm"}) {
+        const bool traced = !processor_trace.empty() && i + 1 == positional.size() && label[0] == 'w';
+        for (auto& c : clusters) c->set_trace(traced ? &lanes : nullptr);
         try {
           last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);
         } catch (const stile::Error& e) {
@@ -232,6 +370,7 @@ int main(int argc, char** argv) {
         previous_note = last.plan_note;
         print_result(label, last, heads ? &*heads : nullptr, verbose);
         if (last.deadline_missed) fmt::print("        deadline missed: {}\n", last.deadline_note);
+        if (split != nullptr) fmt::print("        split p {:.3f} (last layer)\n", split->last_p());
       }
     }
     if (faults) {
@@ -241,6 +380,16 @@ int main(int argc, char** argv) {
         fmt::print("         read {}: {} (offset {}, {} bytes{})\n", f.read, stile::to_string(f.kind), f.offset, f.bytes,
                    f.kind == stile::FaultKind::late ? fmt::format(", {:.1f} ms late", f.delay_ms) : std::string());
       }
+    }
+    for (auto& c : clusters) c->set_trace(nullptr);
+    if (split != nullptr && split_auto && !split_profile_path.empty() && split->profile() &&
+        !std::filesystem::exists(split_profile_path)) {
+      split->profile()->save(split_profile_path);
+      fmt::print("\nsplit profile written to {}\n", split_profile_path);
+    }
+    if (!processor_trace.empty()) {
+      stile::write_file_atomically(processor_trace, lanes.chrome_trace().dump(1) + "\n");
+      fmt::print("\nprocessor lanes of the last request written to {} (one lane per processor)\n", processor_trace);
     }
     if (!trace.empty()) {
       // Through a temporary file and a rename: a run killed meanwhile leaves no half-written trace.

@@ -1,0 +1,146 @@
+#pragma once
+// A processor: something that runs one operator of a layer on a slice of its output (a range of
+// output channels of a linear layer, a set of attention heads, a range of rows of a LayerNorm) in
+// its own number format, asynchronously, and reports when done. The cooperative layer
+// (hetero/split_layer.hpp) and any per-operator mapping (a search that puts each operator on a
+// processor) drive processors through this one interface; a backend is a CPU cluster
+// (hetero/cpu_cluster.hpp) or, later, an OpenCL or CUDA device.
+//
+// Contract of every backend:
+//   * enqueue(call) starts `call` and may return before it is done; calls run in the order they
+//     were enqueued (an in-order queue, like an OpenCL command queue). A backend that runs on the
+//     caller's own thread finishes the call inside enqueue().
+//   * wait() returns when every enqueued call has finished. If one failed, wait() throws a
+//     stile::Error naming the processor and the call ("processor 'cpu:1': linear ffn_in channels
+//     [384, 1536) of 32 rows: ..."); the calls after it in the queue are skipped, and the
+//     processor is usable again after wait() returns or throws.
+//   * One thread drives a processor at a time (enqueue and wait are not for concurrent callers).
+//   * The caller keeps every buffer a call points at alive and untouched (but by that call) until
+//     wait() returns. Calls on different processors that run at once must write disjoint memory:
+//     that is what a slice is for.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+
+#include "stile/core/error.hpp"
+#include "stile/ops/linear.hpp"
+#include "stile/ops/precision.hpp"
+
+namespace stile {
+
+// What a linear call fuses after its GEMM.
+enum class LinearEpilogue : std::uint8_t {
+  kBias,          // C = A W^T + b
+  kBiasGelu,      // C = GELU(A W^T + b), GELU in the call's GeluFormat (element-wise ones only)
+  kBiasResidual,  // C = A W^T + b + R (R may be C itself)
+};
+
+// C[:, n0:n1) = epilogue(A W[n0:n1)^T): output channels [n0, n1) of a linear layer whose whole
+// weight (all N channels) `w` is in the processor's format. Pointers are to the whole layer's
+// buffers (column 0); the processor offsets them by n0. @pre n0 is a multiple of the processor's
+// channel_granule() (its weights' panel width), n0 <= n1 <= w.rows().
+struct LinearCall {
+  const char* op = "linear";  // names the call in errors and traces ("q", "ffn_in", ...)
+  std::size_t M = 0;          // rows (tokens)
+  const float* A = nullptr;
+  std::size_t lda = 0;
+  LinearView w;
+  std::size_t n0 = 0, n1 = 0;
+  float* C = nullptr;
+  std::size_t ldc = 0;
+  LinearEpilogue epilogue = LinearEpilogue::kBias;
+  const float* bias = nullptr;  // [N]
+  const float* residual = nullptr;
+  std::size_t residual_ld = 0;
+  GeluFormat gelu = GeluFormat::kExact;
+};
+
+// Self-attention for the heads listed (each over every sequence): ctx columns of those heads only.
+// qkv: [tokens x 3d] (Q at column 0, K at d, V at 2d, d = heads_total x head_dim).
+struct AttentionCall {
+  const float* qkv = nullptr;
+  std::size_t ld_qkv = 0;
+  std::span<const std::size_t> seq_offsets;
+  std::span<const std::uint16_t> heads;  // which heads this processor computes
+  std::size_t heads_total = 0;
+  std::size_t head_dim = 0;
+  float* ctx = nullptr;
+  std::size_t ld_ctx = 0;
+  float scale = 1.0f;
+  SoftmaxFormat softmax = SoftmaxFormat::kF32;
+};
+
+// LayerNorm of rows [r0, r1) of x [rows x cols] (row stride ld), in place.
+struct LayerNormCall {
+  float* x = nullptr;
+  std::size_t r0 = 0, r1 = 0, cols = 0, ld = 0;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float eps = 1e-12f;
+  NormFormat format = NormFormat::kF32;
+};
+
+// GELU over n contiguous values (a GELU whose result depends on the whole tensor, as the integer
+// one's per-tensor scale, runs as one call over the whole tensor).
+struct GeluCall {
+  float* x = nullptr;
+  std::size_t n = 0;
+  GeluFormat format = GeluFormat::kExact;
+};
+
+using OpCall = std::variant<LinearCall, AttentionCall, LayerNormCall, GeluCall>;
+
+// The call as errors and traces name it.
+inline std::string describe(const OpCall& call) {
+  struct Describe {
+    std::string operator()(const LinearCall& c) const {
+      return std::string("linear ") + c.op + " channels [" + std::to_string(c.n0) + ", " + std::to_string(c.n1) +
+             ") of " + std::to_string(c.M) + " rows in " + to_string(c.w.format);
+    }
+    std::string operator()(const AttentionCall& c) const {
+      return "attention " + std::to_string(c.heads.size()) + " of " + std::to_string(c.heads_total) + " heads";
+    }
+    std::string operator()(const LayerNormCall& c) const {
+      return "layer_norm rows [" + std::to_string(c.r0) + ", " + std::to_string(c.r1) + ")";
+    }
+    std::string operator()(const GeluCall& c) const { return "gelu of " + std::to_string(c.n) + " values"; }
+  };
+  return std::visit(Describe{}, call);
+}
+
+// The short name of the call's operator (trace events).
+inline std::string op_name(const OpCall& call) {
+  if (const auto* l = std::get_if<LinearCall>(&call)) return l->op;
+  if (std::holds_alternative<AttentionCall>(call)) return "attention";
+  if (std::holds_alternative<LayerNormCall>(call)) return "layer_norm";
+  return "gelu";
+}
+
+// The error a failed call becomes: the processor, the call, and what went wrong.
+inline Error processor_error(const std::string& processor, const OpCall& call, const std::string& what) {
+  return Error("processor '" + processor + "': " + describe(call) + ": " + what);
+}
+
+class ProcessorTrace;  // hetero/processor_trace.hpp
+
+class Processor {
+ public:
+  virtual ~Processor() = default;
+  // "cpu:0", "opencl:0": what errors, traces and the CLI call it.
+  virtual const std::string& name() const = 0;
+  // The format its linear layers run in (the weights a LinearCall hands it are in this format).
+  virtual LinearFormat format() const = 0;
+  // Slices of output channels must start at a multiple of this (the panel width of its weights).
+  virtual std::size_t channel_granule() const = 0;
+  virtual void enqueue(const OpCall& call) = 0;
+  virtual void wait() = 0;
+  // When set, every call records its span (processor, op, start, end) there.
+  void set_trace(ProcessorTrace* trace) noexcept { trace_ = trace; }
+
+ protected:
+  ProcessorTrace* trace_ = nullptr;
+};
+
+}  // namespace stile
