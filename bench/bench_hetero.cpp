@@ -61,20 +61,8 @@ bool g_best_of = false;
 template <class Fn>
 double seconds_per_call(Fn&& fn, int batches, double batch_seconds) {
   if (!g_best_of) return stile::bench::median_seconds(fn, batches, batch_seconds);
-  using clock = std::chrono::steady_clock;
-  fn();
-  const auto t0 = clock::now();
-  fn();
-  const double once = std::chrono::duration<double>(clock::now() - t0).count();
-  const int reps = std::max(1, static_cast<int>(batch_seconds / std::max(once, 1e-7)));
-  for (int r = 0; r < reps; ++r) fn();
-  double best = 1e30;
-  for (int b = 0; b < batches; ++b) {
-    const auto start = clock::now();
-    for (int r = 0; r < reps; ++r) fn();
-    best = std::min(best, std::chrono::duration<double>(clock::now() - start).count() / reps);
-  }
-  return best;
+  const std::vector<double> per_call = stile::bench::batch_seconds_per_call(fn, batches, batch_seconds);
+  return *std::min_element(per_call.begin(), per_call.end());
 }
 
 }  // namespace

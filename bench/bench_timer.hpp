@@ -1,5 +1,5 @@
 #pragma once
-// Timing helpers shared by the benchmarks: median over batches of repeated calls, and the name
+// Timing helpers shared by the benchmarks: per-call time over batches of repeated calls, and the name
 // of the machine, so every printed figure says where it was measured.
 #include <algorithm>
 #include <chrono>
@@ -10,10 +10,10 @@
 
 namespace stile::bench {
 
-// Median seconds per call of fn(): calls are grouped into batches of about `batch_seconds`,
-// `batches` of them, after one warm-up batch.
+// Seconds per call of fn() in each of `batches` batches of about `batch_seconds` of calls, after
+// one warm-up batch.
 template <class Fn>
-double median_seconds(Fn&& fn, int batches = 9, double batch_seconds = 0.02) {
+std::vector<double> batch_seconds_per_call(Fn&& fn, int batches, double batch_seconds) {
   using clock = std::chrono::steady_clock;
   fn();
   const auto t0 = clock::now();
@@ -27,6 +27,13 @@ double median_seconds(Fn&& fn, int batches = 9, double batch_seconds = 0.02) {
     for (int r = 0; r < reps; ++r) fn();
     per_call.push_back(std::chrono::duration<double>(clock::now() - start).count() / reps);
   }
+  return per_call;
+}
+
+// Median seconds per call of fn() over the batches.
+template <class Fn>
+double median_seconds(Fn&& fn, int batches = 9, double batch_seconds = 0.02) {
+  std::vector<double> per_call = batch_seconds_per_call(fn, batches, batch_seconds);
   std::nth_element(per_call.begin(), per_call.begin() + batches / 2, per_call.end());
   return per_call[batches / 2];
 }

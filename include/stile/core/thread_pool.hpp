@@ -41,6 +41,28 @@ inline void mark_thread_cpu_bound() noexcept {
 #endif
 }
 
+// Spins briefly on `word` (~50 us of pause instructions: back-to-back GEMMs of one layer find a
+// waiting thread still awake), then sleeps on std::atomic::wait (a futex on Linux), until
+// done(value) holds; returns that value. The pool's workers and callers, and hetero/'s CPU
+// clusters, wait through it.
+template <class Done>
+std::uint32_t spin_then_wait(const std::atomic<std::uint32_t>& word, Done done) noexcept {
+  constexpr int kSpinIterations = 1 << 14;
+  for (int spin = 0;; ++spin) {
+    const std::uint32_t value = word.load(std::memory_order_acquire);
+    if (done(value)) return value;
+    if (spin < kSpinIterations) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    } else {
+      word.wait(value, std::memory_order_acquire);
+    }
+  }
+}
+
 class ThreadPool {
  public:
   // num_threads counts the caller; 0 means one per core. cpu_bound_workers: the workers call
@@ -98,15 +120,7 @@ class ThreadPool {
 
     work(job_, 0);
 
-    for (int spin = 0;; ++spin) {
-      const std::uint32_t done = done_.load(std::memory_order_acquire);
-      if (done == num_tasks) break;
-      if (spin < kSpinIterations) {
-        cpu_relax();
-      } else {
-        done_.wait(done, std::memory_order_acquire);
-      }
-    }
+    spin_then_wait(done_, [&](std::uint32_t done) { return done == num_tasks; });
     if (failed_.load(std::memory_order_relaxed)) {
       std::exception_ptr e = std::move(error_);
       error_ = nullptr;
@@ -115,7 +129,6 @@ class ThreadPool {
   }
 
  private:
-  static constexpr int kSpinIterations = 1 << 14;  // ~50 us of pause instructions
   // A ticket packs [job id : 24 | task count : 20 | next task : 20] into one atomic word, so a
   // worker claims a task of the job it woke for, or nothing, with one compare-exchange: a late
   // worker can never run a task of a finished job or read the fields of the next one.
@@ -131,14 +144,6 @@ class ThreadPool {
   static ThreadPool*& running_pool() noexcept {
     static thread_local ThreadPool* pool = nullptr;
     return pool;
-  }
-
-  static void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
   }
 
   // Claims and runs tasks of job `job` until none is left.
@@ -164,17 +169,7 @@ class ThreadPool {
     running_pool() = this;
     std::uint32_t seen = 0;
     for (;;) {
-      std::uint32_t wake;
-      for (int spin = 0;; ++spin) {
-        wake = wake_.load(std::memory_order_acquire);
-        if (wake != seen) break;
-        if (spin < kSpinIterations) {
-          cpu_relax();
-        } else {
-          wake_.wait(seen, std::memory_order_acquire);
-        }
-      }
-      seen = wake;
+      seen = spin_then_wait(wake_, [seen](std::uint32_t wake) { return wake != seen; });
       if (stop_.load(std::memory_order_relaxed)) return;
       const std::uint64_t t = ticket_.load(std::memory_order_acquire);
       work(t >> (2 * kTaskBits), worker);

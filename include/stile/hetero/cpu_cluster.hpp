@@ -156,15 +156,7 @@ class CpuCluster final : public Processor {
   void wait() override {
     if (mode_ == Mode::kOwnThread) {
       // Only the caller enqueues, so every call it enqueued is counted in enqueued_.
-      for (int spin = 0;; ++spin) {
-        const std::uint32_t done = done_.load(std::memory_order_acquire);
-        if (done == enqueued_) break;
-        if (spin < kSpinIterations) {
-          cpu_relax();
-        } else {
-          done_.wait(done, std::memory_order_acquire);
-        }
-      }
+      spin_then_wait(done_, [this](std::uint32_t done) { return done == enqueued_; });
     }
     if (failed_) {
       failed_ = false;
@@ -175,16 +167,6 @@ class CpuCluster final : public Processor {
   }
 
  private:
-  static constexpr int kSpinIterations = 1 << 14;  // ~50 us, as the thread pool's workers
-
-  static void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-
   // Each worker pins itself to its core: one task per worker, held at a barrier until all have
   // arrived, so that no worker runs two (the pool hands tasks out dynamically). Worker 0 (the
   // thread running this) is pinned only when it is the cluster's own dispatcher thread.
@@ -228,17 +210,7 @@ class CpuCluster final : public Processor {
     std::uint32_t seen = 0;
     std::vector<OpCall> batch;
     for (;;) {
-      std::uint32_t now;
-      for (int spin = 0;; ++spin) {
-        now = submitted_.load(std::memory_order_acquire);
-        if (now != seen) break;
-        if (spin < kSpinIterations) {
-          cpu_relax();
-        } else {
-          submitted_.wait(seen, std::memory_order_acquire);
-        }
-      }
-      seen = now;
+      seen = spin_then_wait(submitted_, [seen](std::uint32_t now) { return now != seen; });
       if (stop_.load(std::memory_order_relaxed)) return;
       {
         std::lock_guard<std::mutex> lock(queue_mutex_);
