@@ -20,6 +20,7 @@
 #include "support/default_model.hpp"
 #include "support/error_of.hpp"
 #include "support/random_bert.hpp"
+#include "support/row_cosine.hpp"
 #include "support/rng.hpp"
 #include "support/temp_dir.hpp"
 #include "support/token_rows.hpp"
@@ -27,6 +28,8 @@
 namespace fs = std::filesystem;
 
 namespace {
+
+using stile_test::min_row_cosine;
 
 constexpr std::size_t kLayers = 2;
 
@@ -53,16 +56,6 @@ std::vector<float> encode(const stile::BertModel& m) {
   std::vector<float> hidden;
   m.encode(batch, hidden);
   return hidden;
-}
-
-// The smallest cosine between corresponding rows of two [rows x d] matrices.
-double min_row_cosine(const std::vector<float>& a, const std::vector<float>& b, std::size_t d) {
-  REQUIRE(a.size() == b.size());
-  double worst = 1.0;
-  for (std::size_t r = 0; r * d < a.size(); ++r) {
-    worst = std::min(worst, stile::cosine_similarity(std::span(a).subspan(r * d, d), std::span(b).subspan(r * d, d)));
-  }
-  return worst;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "stile/ops/precision.hpp"
 #include "support/default_model.hpp"
 #include "support/error_of.hpp"
+#include "support/row_cosine.hpp"
 #include "support/random_bert.hpp"
 #include "support/rng.hpp"
 #include "support/temp_dir.hpp"
@@ -90,13 +91,7 @@ std::vector<float> encode(const fs::path& dir, const stile::ModelPrecision& prec
 }
 
 double min_row_cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 1.0;
-  for (std::size_t r = 0; r * kHidden < a.size(); ++r) {
-    worst = std::min(worst, stile::cosine_similarity(std::span(a).subspan(r * kHidden, kHidden),
-                                                     std::span(b).subspan(r * kHidden, kHidden)));
-  }
-  return worst;
+  return stile_test::min_row_cosine(a, b, kHidden);
 }
 
 // The tensors of dir's model.safetensors, to be changed and written back.

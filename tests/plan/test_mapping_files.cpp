@@ -18,6 +18,7 @@
 #include "stile/model/bert_model.hpp"
 #include "stile/plan/mapping_file.hpp"
 #include "support/error_of.hpp"
+#include "support/row_cosine.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_bert.hpp"
 
@@ -27,6 +28,8 @@ using stile_test::error_of;
 using stile_test::TempDir;
 
 namespace {
+
+using stile_test::min_row_cosine;
 
 constexpr stile::OpGraphShape kSmall{.layers = 2, .hidden = 4, .heads = 2, .ffn = 8, .tokens = 5, .classes = 2};
 
@@ -62,15 +65,6 @@ std::vector<float> encode(const stile::BertModel& m) {
   stile::ThreadPool pool(1);
   m.encode(batch, hidden, &pool);
   return hidden;
-}
-
-double min_row_cosine(const std::vector<float>& a, const std::vector<float>& b, std::size_t d) {
-  REQUIRE(a.size() == b.size());
-  double worst = 1.0;
-  for (std::size_t r = 0; r * d < a.size(); ++r) {
-    worst = std::min(worst, stile::cosine_similarity(std::span(a).subspan(r * d, d), std::span(b).subspan(r * d, d)));
-  }
-  return worst;
 }
 
 }  // namespace
