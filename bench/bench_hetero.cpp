@@ -2,7 +2,8 @@
 // of one core each, cpu:0 running int8 and cpu:1 fp16 weights with fp32 compute, against the best
 // single processor, the best layer-to-processor mapping and stile's ordinary 2-thread run, in one
 // run: the whole MiniLM encoder (its 6 layers, real weights; the embeddings are not timed) and a
-// BERT-base-shaped layer (random weights made here), at 32 and 128 tokens, batch 1.
+// BERT-base-shaped layer (random weights made here), at 32 and 128 tokens, batch 1. (b) puts PoCL in
+// cpu:1's place; (d) runs cpu:1 in int8 too, which isolates the split's synchronization cost.
 //
 // All runs use the int8 preset's LayerNorm, GELU and softmax formats (int8 LayerNorm, erf-approx
 // GELU, fp32 softmax) so that only the linear layers' formats and their placement differ.
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> lengths = {32, 128};
   double batch_seconds = 0.03;
   std::string trace_path, profile_path;
-  bool skip_a = false;
+  bool skip_a = false, only_sync = false;
   stile_cli::Parser cli("bench_hetero", "[options]",
                         "The cooperative split layer on two one-core CPU clusters (cpu:0 int8, cpu:1 fp16 weights) "
                         "against the best single processor, the best layer mapping and the ordinary 2-thread run.");
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   cli.flag("--trace", "FILE", "write a Chrome trace (one lane per processor) of one split run per cell", trace_path);
   cli.flag("--profile-out", "FILE", "write the split profile (benchmark (c)) as JSON", profile_path);
   cli.toggle("--only-predictor", "run benchmark (c) only", skip_a);
+  cli.toggle("--only-sync", "run benchmark (d) only (both clusters int8: the split's synchronization cost)", only_sync);
   cli.toggle("--best-of", "time the fastest of the 9 batches, not the median (for a machine shared with others)",
              g_best_of);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
@@ -237,9 +239,20 @@ int main(int argc, char** argv) {
   }
   };
   if (!skip_a) {
-    fmt::print("\n(a) cpu:0 (core 0, int8) + cpu:1 (core 1, fp16 weights, fp32 compute); LayerNorm {}, GELU {}\n",
+    if (!only_sync) {
+      fmt::print("\n(a) cpu:0 (core 0, int8) + cpu:1 (core 1, fp16 weights, fp32 compute); LayerNorm {}, GELU {}\n",
+                 stile::to_string(ops.layer_norm), stile::to_string(ops.gelu));
+      compare(cpu1, true, ops);
+    }
+    // (d) The split's own cost: cpu:1 in int8 too, so both halves run at the same speed and the
+    // ideal split is the ordinary 2-thread run; what separates them is the split's meeting points
+    // (six per layer) and the granule rounding.
+    stile::CpuCluster cpu1_int8("cpu:1", {1}, stile::LinearFormat::kInt8);
+    fmt::print("\n(d) cpu:0 (core 0, int8) + cpu:1 (core 1, int8): the split's synchronization cost against the "
+               "2-thread run (\"vs 2 thr\"); LayerNorm {}, GELU {}\n",
                stile::to_string(ops.layer_norm), stile::to_string(ops.gelu));
-    compare(cpu1, true, ops);
+    compare(cpu1_int8, false, ops);
+    if (only_sync) return 0;
 #if defined(STILE_HAVE_OPENCL)
     // (b) PoCL as the second processor: OpenCL on this same CPU, a functional stand-in for a GPU
     // (it competes with cpu:0 for the two cores). Its LayerNorm is fp32 only, so both sides run

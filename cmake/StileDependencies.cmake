@@ -148,3 +148,30 @@ function(stile_find_clp)
     message(STATUS "stile: COIN-OR CLP not found (apt-get install coinor-libclp-dev): the LP partitioner is absent")
   endif()
 endfunction()
+
+# OpenCL with CLBlast (Debian's ocl-icd-opencl-dev, opencl-headers, libclblast-dev; PoCL,
+# pocl-opencl-icd, runs it on the CPU), optional: the OpenCL processor (hetero/opencl_device.hpp).
+# stile::opencl always exists and carries OpenCL, CLBlast and STILE_HAVE_OPENCL=1 only when both
+# are found; without them the processor says it is absent. Not looked for in a cross build (no
+# arm64 OpenCL is installed for it).
+function(stile_find_opencl)
+  if(TARGET stile::opencl)
+    return()
+  endif()
+  add_library(stile::opencl INTERFACE IMPORTED GLOBAL)
+  if((DEFINED STILE_OPENCL AND NOT STILE_OPENCL) OR CMAKE_CROSSCOMPILING)
+    message(STATUS "stile: OpenCL not used (STILE_OPENCL=OFF or a cross build): no OpenCL processor")
+    return()
+  endif()
+  find_package(OpenCL QUIET)
+  find_package(CLBlast CONFIG QUIET)
+  if(OpenCL_FOUND AND CLBlast_FOUND)
+    set_target_properties(stile::opencl PROPERTIES
+      INTERFACE_LINK_LIBRARIES "OpenCL::OpenCL;clblast"
+      INTERFACE_COMPILE_DEFINITIONS "STILE_HAVE_OPENCL=1;CL_TARGET_OPENCL_VERSION=120")
+    set(STILE_HAVE_OPENCL ON PARENT_SCOPE)
+  else()
+    message(STATUS "stile: OpenCL or CLBlast not found (apt-get install ocl-icd-opencl-dev opencl-headers "
+      "libclblast-dev pocl-opencl-icd): no OpenCL processor")
+  endif()
+endfunction()

@@ -1,7 +1,11 @@
 // Instantiates a GEMM with the host's own tile shape in the host's own translation unit and
 // checks it against a naive loop, and reads its own executable through the default read backend
-// (io_uring when the installed package found liburing: this links it). Exit code 0 on success.
+// (io_uring when the installed package found liburing: this links it), and opens the first OpenCL
+// device when the package found OpenCL (the optional backends' targets link). Exit code 0 on success.
 #include <stile/stile.hpp>
+#include <stile/dist/mpi_communicator.hpp>
+#include <stile/hetero/opencl_device.hpp>
+#include <stile/plan/lp_partition.hpp>
 // The host's own tile shape is instantiated here, in the host's translation unit: the GEMM's
 // per-target drivers come with gemm_impl.hpp (the library's own configurations are compiled once
 // in stile::kernels, which find_package(stile) builds).
@@ -43,5 +47,17 @@ int main(int argc, char** argv) {
   const bool elf = got == 4096 && block[1] == std::byte{'E'} && block[2] == std::byte{'L'};
   std::printf("consumer: read its first %zu bytes with %s%s%s\n", got, reader->describe().c_str(),
               note.empty() ? "" : "; ", note.c_str());
-  return worst <= 1e-5 && elf ? 0 : 1;
+  std::printf("consumer: MPI %s, CLP %s, OpenCL %s\n", stile::mpi_available() ? "found" : "absent",
+              stile::lp_partition_available() ? "found" : "absent", stile::opencl_available() ? "found" : "absent");
+  bool device_ok = true;
+  if (stile::opencl_available()) {
+    try {
+      auto device = stile::OpenClDevice::open(0, stile::LinearFormat::kF32, "opencl:0");
+      std::printf("consumer: opened %s\n", device->name().c_str());
+    } catch (const stile::Error& e) {
+      device_ok = false;
+      std::printf("consumer: %s\n", e.what());
+    }
+  }
+  return worst <= 1e-5 && elf && device_ok ? 0 : 1;
 }

@@ -17,6 +17,7 @@
 #include "stile/engine.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/opencl_device.hpp"
+#include "stile/hetero/processor_trace.hpp"
 #include "stile/hetero/split_layer.hpp"
 #include "stile/hetero/split_layer_compute.hpp"
 #include "stile/kernels/gelu_erf_approx.hpp"
@@ -178,6 +179,41 @@ TEST_CASE("the OpenCL device's attention, LayerNorm and GELU equal naive referen
   dev->enqueue(stile::LayerNormCall{x.data(), 0, 1, 20, 20, g.data(), be.data(), 1e-12f, stile::NormFormat::kInteger});
   CHECK_THAT(stile_test::error_of([&] { dev->wait(); }),
              Catch::Contains("processor 'opencl:0': layer_norm rows [0, 1)") && Catch::Contains("not on this device"));
+}
+
+TEST_CASE("the OpenCL device's trace lane holds what the device ran, in order, within the host's window", "[opencl]") {
+  auto dev = device(LinearFormat::kF32);
+  stile::ProcessorTrace trace;
+  dev->set_trace(&trace);
+  std::vector<float> x = random_vector(64 * 256, 21);
+  const std::vector<float> g = random_vector(256, 22), be = random_vector(256, 23);
+  const double before = trace.now_ms();
+  for (int i = 0; i < 3; ++i) {
+    dev->enqueue(stile::LayerNormCall{x.data(), 0, 64, 256, 256, g.data(), be.data(), 1e-12f, stile::NormFormat::kF32});
+    dev->enqueue(stile::GeluCall{x.data(), x.size(), stile::GeluFormat::kExact});
+  }
+  dev->wait();
+  const double after = trace.now_ms();
+  std::vector<stile::ProcessorSpan> device_lane, host_lane;
+  for (const stile::ProcessorSpan& s : trace.spans()) (s.processor == "opencl:0" ? device_lane : host_lane).push_back(s);
+  REQUIRE(device_lane.size() == 6);
+  REQUIRE(host_lane.size() == 6);
+  CHECK(host_lane[0].processor == "opencl:0 (host)");
+  // The device clock is moved onto the trace's by one marker timed from the host: allow its
+  // half-round-trip (well under a millisecond) at the edges.
+  const double slack = 1.0;
+  for (std::size_t i = 0; i < device_lane.size(); ++i) {
+    const stile::ProcessorSpan& s = device_lane[i];
+    CHECK(s.op == (i % 2 == 0 ? "layer_norm" : "gelu"));
+    CHECK(s.start_ms <= s.end_ms);
+    CHECK(s.start_ms >= before - slack);
+    CHECK(s.end_ms <= after + slack);
+    if (i > 0) CHECK(s.start_ms >= device_lane[i - 1].end_ms - 1e-6);  // an in-order queue
+  }
+  // Each call finishes on the device after the host began to enqueue it.
+  for (std::size_t i = 0; i < device_lane.size(); ++i) CHECK(device_lane[i].end_ms >= host_lane[i].start_ms - slack);
+  const auto json = trace.chrome_trace();
+  CHECK(json["traceEvents"].size() == 2 + 12);  // two lanes' names and twelve spans
 }
 
 TEST_CASE("a kernel that does not build and an OpenCL error fail with the device and the call", "[opencl]") {

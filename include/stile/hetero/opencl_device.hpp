@@ -15,6 +15,10 @@
 //     the host (CL_DEVICE_HOST_UNIFIED_MEMORY, as Mali), so transfers are copies within DRAM;
 //     activations move with non-blocking writes and reads (the caller keeps them alive until
 //     wait(), which the processor contract requires anyway).
+//   * Trace (Processor::set_trace): two lanes, "opencl:0" with what the device ran, when (the
+//     times of markers enqueued around each call, from the queue's profiling clock, moved onto the
+//     trace's clock by one marker timed against the host when the trace is first used), and
+//     "opencl:0 (host)" with the host's time to enqueue each call.
 //   * Errors: every OpenCL and CLBlast call is checked; a failure (a kernel that does not build, an
 //     error code) becomes "processor 'opencl:0': <the call>: OpenCL device '<device>': <what>"
 //     at wait(), and the device is usable again after it.
@@ -76,6 +80,7 @@ class OpenClDevice final : public Processor {
   OpenClDevice& operator=(const OpenClDevice&) = delete;
   ~OpenClDevice() override {
     if (queue_ != nullptr) clFinish(queue_);
+    release_pending_spans();
     for (auto& [key, w] : weights_) clReleaseMemObject(w);
     for (cl_mem* m : {&a_, &c_, &r_, &bias_, &scores_, &qkv_, &ctx_}) {
       if (*m != nullptr) clReleaseMemObject(*m);
@@ -119,7 +124,9 @@ class OpenClDevice final : public Processor {
   void enqueue(const OpCall& call) override {
     if (failed_) return;  // the rest of the queue is skipped after a failure
     const double start = trace_ != nullptr ? trace_->now_ms() : 0.0;
+    cl_event begin = nullptr;
     try {
+      if (trace_ != nullptr) begin = marker();
       if (fail_next_) {  // tests: an OpenCL error from a real call (a zero-sized range)
         fail_next_ = false;
         cl_kernel k = kernel("gelu_inplace");
@@ -136,20 +143,21 @@ class OpenClDevice final : public Processor {
       } else {
         run_gelu(std::get<GeluCall>(call));
       }
+      if (begin != nullptr) pending_spans_.push_back({op_name(call), begin, marker()});
+      begin = nullptr;
       check(clFlush(queue_), "clFlush");
     } catch (const std::exception& e) {
       failed_ = true;
       clFinish(queue_);
       error_ = std::make_exception_ptr(processor_error(name_, call, e.what()));
     }
-    if (trace_ != nullptr) {
-      // The device runs asynchronously: the span covers the enqueue only, unless wait() follows.
-      trace_->record(name_, op_name(call), start, trace_->now_ms());
-    }
+    if (begin != nullptr) clReleaseEvent(begin);
+    if (trace_ != nullptr) trace_->record(name_ + " (host)", op_name(call), start, trace_->now_ms());
   }
 
   void wait() override {
     const cl_int err = clFinish(queue_);
+    record_pending_spans();
     if (!failed_ && err != CL_SUCCESS) {
       failed_ = true;
       error_ = std::make_exception_ptr(Error("processor '" + name_ + "': " + where() + "clFinish: error " +
@@ -194,7 +202,8 @@ class OpenClDevice final : public Processor {
     cl_int err = CL_SUCCESS;
     context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
     check(err, "clCreateContext");
-    queue_ = clCreateCommandQueue(context_, device_, 0, &err);
+    // Profiling on: the trace's device lane reads the markers' times (a timestamp per command).
+    queue_ = clCreateCommandQueue(context_, device_, CL_QUEUE_PROFILING_ENABLE, &err);
     check(err, "clCreateCommandQueue");
     program_ = build_program(kOpenClKernels);
   }
@@ -435,6 +444,52 @@ class OpenClDevice final : public Processor {
     check(clEnqueueReadBuffer(queue_, X, CL_FALSE, 0, g.n * 4, g.x, 0, nullptr, nullptr), "clEnqueueReadBuffer");
   }
 
+  cl_event marker() {
+    cl_event e = nullptr;
+    check(clEnqueueMarkerWithWaitList(queue_, 0, nullptr, &e), "clEnqueueMarkerWithWaitList");
+    return e;
+  }
+  // A marker completes when every command before it in the (in-order) queue has: its end time is
+  // the end of what came before.
+  static double marker_end_ms(cl_event e) {
+    cl_ulong ns = 0;
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof ns, &ns, nullptr);
+    return static_cast<double>(ns) * 1e-6;
+  }
+  // Device clock -> trace clock: a marker run on an idle queue, timed from the host on both sides.
+  void calibrate_trace_clock() {
+    clFinish(queue_);
+    const double host0 = trace_->now_ms();
+    cl_event e = marker();
+    clFinish(queue_);
+    const double host1 = trace_->now_ms();
+    device_to_trace_ms_ = 0.5 * (host0 + host1) - marker_end_ms(e);
+    clReleaseEvent(e);
+    calibrated_for_ = trace_;
+  }
+  void record_pending_spans() {
+    if (trace_ != nullptr && !pending_spans_.empty()) {
+      if (calibrated_for_ != trace_) calibrate_trace_clock();
+      for (const PendingSpan& p : pending_spans_) {
+        trace_->record(name_, p.op, marker_end_ms(p.begin) + device_to_trace_ms_,
+                       marker_end_ms(p.end) + device_to_trace_ms_);
+      }
+    }
+    release_pending_spans();
+  }
+  void release_pending_spans() {
+    for (const PendingSpan& p : pending_spans_) {
+      clReleaseEvent(p.begin);
+      clReleaseEvent(p.end);
+    }
+    pending_spans_.clear();
+  }
+
+  struct PendingSpan {
+    std::string op;
+    cl_event begin, end;
+  };
+
   std::string name_;
   LinearFormat weights_format_;
   cl_device_id device_ = nullptr;
@@ -449,6 +504,9 @@ class OpenClDevice final : public Processor {
   std::size_t a_size_ = 0, c_size_ = 0, r_size_ = 0, bias_size_ = 0, scores_size_ = 0, qkv_size_ = 0, ctx_size_ = 0;
   bool failed_ = false, fail_next_ = false;
   std::exception_ptr error_;
+  std::vector<PendingSpan> pending_spans_;  // traced calls not yet waited for
+  const ProcessorTrace* calibrated_for_ = nullptr;
+  double device_to_trace_ms_ = 0;
 };
 
 #endif  // STILE_HAVE_OPENCL
