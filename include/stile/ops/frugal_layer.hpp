@@ -18,8 +18,8 @@
 //            FFN1 + GELU into [t x d_ff], FFN2 + bias + residual, LayerNorm, and the tile's rows
 //            requantized into x. In place is safe: later tiles read only K and V, made already.
 //   GEMM:    FrugalGemmTiles, a KC x NC packed block of 4 KiB (the defaults' is 512 KiB), one
-//            per GEMM configuration per thread (kernels/gemm-inl.h keeps it thread_local): these
-//            are the only bytes outside the arena and frugal_gemm_block_bytes() counts them.
+//            per GEMM configuration per thread that runs it (kernels/gemm-inl.h keeps it
+//            thread_local): the only bytes outside the arena; frugal_gemm_block_bytes() counts them.
 //
 // Everything else comes from the caller's Arena in the order frugal_encoder_peak_bytes() counts,
 // so the analytic peak is exact (tests/ops/test_frugal_layer.cpp checks it against the arena).
@@ -114,11 +114,12 @@ inline std::size_t frugal_encoder_peak_bytes(const FrugalShape& m, const FrugalT
 
 // The GEMMs' packed blocks outside the arena (thread_local in the GEMM driver, one per
 // configuration a thread has run): Q/K/V (Bias), out/FFN2 (BiasResidual) and FFN1 (BiasGelu) on
-// the layer's weights unless they are read in place (PackedF32), and attention's scores
-// (DenseF32) and P V (DenseF32Transposed). An upper bound: a thread that never ran a
-// configuration has no block for it.
+// the layer's weights, on every thread of the pool, unless they are read in place (PackedF32);
+// attention's scores (DenseF32) and P V (DenseF32Transposed) on the calling thread only (they are
+// a few rows each: a pool dispatch would cost more than it shares). An upper bound: a thread that
+// never ran a configuration has no block for it.
 inline std::size_t frugal_gemm_block_bytes(const FrugalShape& m) {
-  return m.threads * ((m.weights_in_place ? 0 : 3) + 2) * kFrugalGemmBlockBytes;
+  return ((m.weights_in_place ? 0 : 3 * m.threads) + 2) * kFrugalGemmBlockBytes;
 }
 
 // The request's whole working memory: the arena's peak and the GEMMs' blocks.
@@ -175,6 +176,7 @@ void frugal_encoder_layer(const LayerView<W>& w, const BertConfig& c, FrugalActi
   }
   const std::size_t tq = std::min(tiles.query, longest), tk = std::min(tiles.keys, longest);
   using Tiles = FrugalGemmTiles;
+  ThreadPool& serial = single_thread_pool();  // attention's small GEMMs, on the calling thread
 
   ArenaScope layer(arena);
   const std::span<std::int8_t> kvq = layer.take<std::int8_t>(tokens * 2 * da);
@@ -222,7 +224,7 @@ void frugal_encoder_layer(const LayerView<W>& w, const BertConfig& c, FrugalActi
               dequantize_row_int8(&kvq[t * 2 * da + da + h * hd], hd, kvs[t * 2 + 1], &vf[j * hd]);
             }
             gemm<Tiles>(rows, q.data() + h * hd, da, DenseF32(kf.data(), keys, hd), sc.data(), tk, epilogue::None{},
-                        &pool);
+                        &serial);
             // Online softmax: rescale what was summed under the old running max.
             for (std::size_t i = 0; i < rows; ++i) {
               float* p = &sc[i * tk];
@@ -239,7 +241,7 @@ void frugal_encoder_layer(const LayerView<W>& w, const BertConfig& c, FrugalActi
               for (std::size_t e = 0; e < hd; ++e) acc[i * hd + e] *= alpha;
             }
             gemm<Tiles>(rows, sc.data(), tk, DenseF32Transposed(vf.data(), hd, keys, hd), pv.data(), hd,
-                        epilogue::None{}, &pool);
+                        epilogue::None{}, &serial);
             for (std::size_t i = 0; i < rows * hd; ++i) acc[i] += pv[i];
           }
           // ctx_h over Q_h: the head's queries are consumed.
