@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
                                       {"untiled_ms", untiled * 1e3},
                                       {"tiled_ms", tiled * 1e3}};
     }
-    // BERT-tiny under 256 KiB; MiniLM at the chooser's floor (tiles of one query and one key: one
+    // BERT-tiny under 256 KiB; MiniLM at the chooser's floor (query tiles of one token: one
     // timed run, it is slow) and at the floor + 32 KiB. Not BERT-base (not asked; its floor run
     // would take minutes).
     const bool tiny = d == 128;
