@@ -19,11 +19,18 @@
 //     KC x NC floats, as allocated; KC x NR of it touched when the rows fit one MC block) and a
 //     word row's reconstruction scratch (u: at most d floats); latency tiled vs untiled. Also for
 //     the BERT-tiny shape (2 layers, d 128, 2 heads, d_ff 512; Gaussian weights made on the spot).
+// (e) the budget-bound encoder (ops/frugal_layer.hpp: x, K and V in int8, online softmax, 4 KiB GEMM
+//     blocks) at s = 512: BERT-tiny with the whole working memory under 256 KiB, the other models
+//     at the smallest budget its chooser meets; whole working memory (the arena's measured peak,
+//     which holds x, K/V, every tile and the input/output row scratch, plus the GEMMs' packed
+//     blocks), latency against the untiled and the tiled encoder (part d's tiles), and the
+//     output's cosine to the fp32 untiled encoder on the same weights (mean and worst row).
 // MiniLM uses the real all-MiniLM-L6-v2 weights from a shard store (made by tools/convert);
 // the BERT-base shape (12 layers, d 768, 12 heads, d_ff 3072) uses Gaussian weights made on the
 // spot and quantized in memory, which the output says.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <memory>
@@ -42,8 +49,10 @@
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/store/shard_converter.hpp"
+#include "stile/model/pooling.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "stile/ops/sharded_layer.hpp"
+#include "stile/ops/frugal_layer.hpp"
 #include "stile/ops/tiled_layer.hpp"
 
 namespace {
@@ -175,7 +184,7 @@ struct Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string store_path, json_path, parts = "abcd";
+  std::string store_path, json_path, parts = "abcde", which = "minilm,base,tiny";
   unsigned bits = 4;
   std::size_t threads = 0;
   stile_cli::Parser cli("bench_tiled", "[options]",
@@ -185,24 +194,32 @@ int main(int argc, char** argv) {
            store_path);
   cli.bits("--bits", "B", "the shards' bitwidth", bits);
   cli.threads(threads, "compute threads (default: $STILE_NUM_THREADS, else one per core)");
-  cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c, d", parts);
+  cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c, d, e", parts);
   cli.flag("--json", "FILE", "write the results as JSON", json_path);
+  cli.flag("--models", "LIST", "which models to run, of minilm, base, tiny (comma-separated)", which);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   stile::ThreadPool pool(threads == 0 ? stile::default_thread_pool().num_threads() : threads);
   fmt::print("machine: {}\nstile target: {}, {} threads, shards at {} bits\n", stile::bench::machine_description(),
              stile::active_target_name(), pool.num_threads(), bits);
   nlohmann::json out;
   std::vector<std::unique_ptr<ModelShards>> models;
-  if (!store_path.empty()) {
+  const auto wanted = [&](std::string_view name) { return which.find(name) != std::string::npos; };
+  if (!wanted("minilm")) {
+  } else if (!store_path.empty()) {
     models.push_back(store_model(store_path, bits));
   } else {
     fmt::print("(no --store: the MiniLM shape runs on Gaussian weights made on the spot)\n");
     models.push_back(
         std::make_unique<ModelShards>(random_model("MiniLM shape (random weights)", 6, 384, 12, 1536, bits)));
   }
-  models.push_back(
-      std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
-  models.push_back(std::make_unique<ModelShards>(random_model("BERT-tiny shape (random weights)", 2, 128, 2, 512, bits)));
+  if (wanted("base")) {
+    models.push_back(
+        std::make_unique<ModelShards>(random_model("BERT-base shape (random weights)", 12, 768, 12, 3072, bits)));
+  }
+  if (wanted("tiny")) {
+    models.push_back(
+        std::make_unique<ModelShards>(random_model("BERT-tiny shape (random weights)", 2, 128, 2, 512, bits)));
+  }
 
   for (const auto& mp : models) {
     const ModelShards& m = *mp;
@@ -312,7 +329,94 @@ int main(int argc, char** argv) {
                                       {"untiled_ms", untiled * 1e3},
                                       {"tiled_ms", tiled * 1e3}};
     }
-    if (&m != models.front().get() || parts.find('c') == std::string::npos) continue;
+    // BERT-tiny under 256 KiB; MiniLM at the chooser's floor (query tiles of one token: one
+    // timed run, it is slow) and at the floor + 32 KiB. Not BERT-base (not asked; its floor run
+    // would take minutes).
+    const bool tiny = d == 128;
+    if (parts.find('e') != std::string::npos && d != 768) {
+      const std::size_t s = 512, heads = m.config.num_heads, hd = d / heads;
+      const stile::FrugalShape shape{s, s, d, heads, hd, ff, pool.num_threads(), false};
+      const std::size_t floor = stile::frugal_working_bytes(shape, {1, 1});
+      const std::vector<float> x0 = inputs(s, d);
+      const std::vector<std::size_t> offsets = {0, s};
+      std::vector<stile::LayerView<stile::StackedDict>> views;
+      for (const auto& layer : m.layers) views.push_back(layer->view());
+      std::vector<float> want = x0;
+      stile::EncoderWorkspace ws;
+      for (const auto& layer : m.layers) layer->run(m.config, want.data(), offsets, ws, pool);
+      const stile::LayerMemoryShape lshape = memory_shape(s);
+      const stile::LayerTiles ttiles = stile::choose_layer_tiles(stile::tiled_layer_peak_bytes(lshape, {1, 1}), lshape);
+      const std::size_t n = m.config.num_layers;
+      nlohmann::json rows = nlohmann::json::array();
+      using Case = std::pair<std::size_t, int>;  // budget (KiB = 1024 bytes), timed rounds
+      const std::vector<Case> cases =
+          tiny ? std::vector<Case>{{std::size_t{256} * 1024, 5}} : std::vector<Case>{{floor, 1}, {floor + 32 * 1024, 5}};
+      for (const auto& [frugal_budget, rounds] : cases) {
+        const stile::FrugalTiles tiles = stile::choose_frugal_tiles(frugal_budget, shape);
+        std::vector<float> got(s * d);
+        stile::Arena arena;
+        auto frugal = [&] {
+          stile::frugal_encoder<stile::StackedDict>(
+              views, m.config, offsets, tiles,
+              [&](std::size_t t, std::span<float> row) { std::copy_n(&x0[t * d], d, row.data()); },
+              [&](std::size_t t, std::span<const float> row) { std::copy(row.begin(), row.end(), &got[t * d]); },
+              arena, pool);
+        };
+        frugal();
+        const std::size_t peak = arena.peak_bytes(), analytic = stile::frugal_encoder_peak_bytes(shape, tiles);
+        if (peak != analytic) {
+          fmt::print(stderr, "bench_tiled: frugal arena peak {} B != frugal_encoder_peak_bytes {} B\n", peak, analytic);
+          return 1;
+        }
+        double mean_cos = 0.0, worst_cos = 1.0;
+        for (std::size_t t = 0; t < s; ++t) {
+          const double cs = stile::cosine_similarity(std::span<const float>(&want[t * d], d),
+                                                     std::span<const float>(&got[t * d], d));
+          mean_cos += cs / double(s);
+          worst_cos = std::min(worst_cos, cs);
+        }
+        double untiled = 1e30, tiled = 1e30, fru = 1e30;
+        for (int round = 0; round < rounds; ++round) {
+          untiled = std::min(untiled, run.seconds(s, n, heads, nullptr));
+          tiled = std::min(tiled, run.seconds(s, n, heads, &ttiles));
+          if (rounds == 1) {
+            const auto t0 = std::chrono::steady_clock::now();
+            frugal();
+            fru = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          } else {
+            fru = std::min(fru, stile::bench::median_seconds(frugal, 3, 0.05));
+          }
+        }
+        const std::size_t blocks = stile::frugal_gemm_block_bytes(shape), whole = peak + blocks;
+        const std::size_t kv_bytes = s * 2 * d + stile::Arena::round_up(s * 2 * sizeof(float));
+        fmt::print(
+            "(e) s = {}, frugal encoder, budget {:.1f} KiB ({}), tiles {}x{} (query x keys), {} threads\n"
+            "    whole working memory {:.1f} KiB = arena peak {:.1f} (analytic {:.1f}; x int8 {:.1f}, K/V int8 {:.1f}) "
+            "+ GEMM blocks {:.1f}\n    cosine to the fp32 untiled encoder: mean {:.5f}, worst row {:.5f}\n"
+            "    latency ({}): untiled {:.2f} ms, tiled {:.2f} ms (tiles {}x{}), frugal {:.2f} ms ({:.2f}x untiled, "
+            "{:.2f}x tiled)\n",
+            s, frugal_budget / 1024.0,
+            tiny ? "target 256 KiB" : (frugal_budget == floor ? "the floor: the smallest the chooser meets" : "floor + 32 KiB"),
+            tiles.query, tiles.keys, pool.num_threads(), whole / 1024.0, peak / 1024.0, analytic / 1024.0,
+            stile::frugal_activation_bytes(shape) / 1024.0, kv_bytes / 1024.0, blocks / 1024.0, mean_cos, worst_cos,
+            rounds == 1 ? "one run each" : "best of 5 alternating rounds", untiled * 1e3, tiled * 1e3, ttiles.query,
+            ttiles.tokens, fru * 1e3, fru / untiled, fru / tiled);
+        std::fflush(stdout);
+        rows.push_back({{"budget_bytes", frugal_budget},
+                        {"floor_bytes", floor},
+                        {"tiles", {tiles.query, tiles.keys}},
+                        {"arena_peak_bytes", peak},
+                        {"gemm_block_bytes", blocks},
+                        {"whole_bytes", whole},
+                        {"cosine_mean", mean_cos},
+                        {"cosine_worst", worst_cos},
+                        {"untiled_ms", untiled * 1e3},
+                        {"tiled_ms", tiled * 1e3},
+                        {"frugal_ms", fru * 1e3}});
+      }
+      out[m.name]["frugal_s512"] = rows;
+    }
+    if (&m != models.front().get() || !wanted("minilm") || parts.find('c') == std::string::npos) continue;
     // (c) The n x m grid (MiniLM only: it is the model the planner runs here).
     const std::size_t s = 128;
     fmt::print(
