@@ -12,6 +12,7 @@
 
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/mapped_forward.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "stile/model/bert_model.hpp"
 #include "support/error_of.hpp"
 #include "support/row_cosine.hpp"
@@ -194,4 +195,14 @@ TEST_CASE("mappings the processors or weights cannot run are refused") {
   CHECK_THAT(refused(m, p.both()), Contains("layer0.qkv has no integer format"));
   m.format[1] = NumberFormat::kF32;
   CHECK_THAT(refused(m, {&p.a, &p.a}), Contains("are the same"));
+  // Processors the machine lacks, by the mapping file's names.
+  const auto opened = [&](std::vector<std::string> names) {
+    return error_of([&] { stile::open_mapping_processors(names, g, stile::OpMapping::uniform(g.size(), 0), "m.json"); });
+  };
+  CHECK_THAT(opened({"cpu:4000"}), Contains("m.json") && Contains("processor 'cpu:4000'") && Contains("has no core 4000"));
+  CHECK_THAT(opened({"gpu:0"}), Contains("processor 'gpu:0'") && Contains("unknown processor"));
+  CHECK_THAT(opened({"cpu:x"}), Contains("not cpu:N"));
+  CHECK_THAT(opened({"opencl:"}), Contains("not opencl:N"));
+  if (!stile::opencl_available()) CHECK_THAT(opened({"opencl:0"}), Contains("processor 'opencl:0'") && Contains("absent"));
+  CHECK(stile::open_mapping_processors({"cpu:0"}, g, stile::OpMapping::uniform(g.size(), 0), "m.json").owned.size() == 1);
 }

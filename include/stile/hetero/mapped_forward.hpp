@@ -68,7 +68,7 @@ inline ModelPrecision mapped_weights_precision(const OpGraph& g, const std::vect
   p.layers.assign(g.layer_nodes.size(), LayerPrecision{});
   for (std::size_t n = 0; n < g.size(); ++n) {
     const OpNode& node = g.nodes[n];
-    const LinearFormat f = mapping_precision_detail::linear(formats[n]);
+    const LinearFormat f = linear_format_of(formats[n]);
     auto set = [&](LinearOp op) { p.layers.at(node.layer).linear[static_cast<std::size_t>(op)] = f; };
     switch (node.kind) {
       case OpNodeKind::kQkv: set(LinearOp::kQkv); break;
@@ -118,7 +118,7 @@ class MappedForward {
         if (m_.processor[e.from] != m_.processor[n]) signal_[e.from] = true;
       }
       if (const LinearView* lv = linear_of(n, 0)) {
-        const LinearFormat want = mapping_precision_detail::linear(m_.format[n]);
+        const LinearFormat want = linear_format_of(m_.format[n]);
         for (std::size_t part = 0; const LinearView* v = linear_of(n, part); ++part) {
           require(v->format == want, concat("mapped forward: node ", node.name, " is mapped to ", to_string(m_.format[n]),
                                             " but its weights are ", to_string(v->format),
@@ -204,14 +204,13 @@ class MappedForward {
   }
 
   void enqueue_node(std::size_t n, Processor& p) {
-    using mapping_precision_detail::norm;
     const OpNode& node = g_.nodes[n];
     const BertConfig& c = w_.config;
     const std::size_t d = c.hidden, ff = c.intermediate, T = tokens_;
     const NumberFormat f = m_.format[n];
     if (node.kind == OpNodeKind::kEmbedding) {
       p.enqueue(LayerNormCall{x_, 0, T, d, d, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(), c.layer_norm_eps,
-                              norm(f)});
+                              norm_format_of(f)});
       return;
     }
     const LayerView<LinearView>& v = views_[node.layer];
@@ -271,7 +270,7 @@ class MappedForward {
       case OpNodeKind::kLayerNorm: {
         const bool first = g_.nodes[n - 1].kind == OpNodeKind::kAttnOut;  // ln1 follows attn_out
         p.enqueue(LayerNormCall{x_, 0, T, d, d, first ? v.ln1_gamma : v.ln2_gamma, first ? v.ln1_beta : v.ln2_beta,
-                                c.layer_norm_eps, norm(f)});
+                                c.layer_norm_eps, norm_format_of(f)});
         return;
       }
       case OpNodeKind::kFfnIn: {
