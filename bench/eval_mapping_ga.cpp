@@ -23,6 +23,7 @@
 #include "cli.hpp"
 #include "pinned_latency.hpp"
 #include "stile/hetero/processor_set.hpp"
+#include "stile/hetero/processor_trace.hpp"
 #include "svg_plot.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/json_file.hpp"
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   cli.flag("--branch-rate", "X", "DNN-SMO: rate of branch-level mutation", smo.branch_rate).range(0, 1);
   cli.flag("--reuse-rate", "X", "DNN-SMO: rate of copying one layer's genes onto another", smo.reuse_rate).range(0, 1);
   cli.flag("--execute", "N", "execute the best mapping and the single processors' (median of N runs; 0: no)", execute);
+  std::filesystem::path trace_path;
+  cli.flag("--trace", "FILE", "with --execute: write one run of the best mapping as Chrome trace JSON", trace_path);
   cli.flag("--svg", "FILE", "write the convergence plot", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
@@ -189,6 +192,16 @@ int main(int argc, char** argv) {
         stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, ms[k].format)),
                                ms[k], open.pointers());
         const double measured = stile::bench::mapped_forward_us(f, tokens, execute);
+        if (k == 0 && !trace_path.empty()) {
+          stile::ProcessorTrace trace;
+          for (stile::Processor* p : open.pointers()) p->set_trace(&trace);
+          stile::bench::mapped_forward_us(f, tokens, 1);
+          for (stile::Processor* p : open.pointers()) p->set_trace(nullptr);
+          std::map<std::string, double> busy;
+          for (const stile::ProcessorSpan& sp : trace.spans()) busy[sp.processor + " " + sp.op] += sp.end_ms - sp.start_ms;
+          for (const auto& [what, spent] : busy) fmt::print("trace: {:>24} {:9.3f} ms\n", what, spent);
+          stile::write_file_atomically(trace_path, trace.chrome_trace().dump() + "\n");
+        }
         const double predicted = stile::predict_latency_us(g, costs, ms[k]);
         fmt::print("executed {:>22}: predicted {:>9.1f} us, measured {:>9.1f} us ({:+.1f}%)\n", labels[k], predicted,
                    measured, 100 * (predicted / measured - 1));

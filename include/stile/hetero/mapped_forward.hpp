@@ -172,12 +172,17 @@ class MappedForward {
       if (host_only(g_.nodes[n].kind)) continue;
       const std::size_t pi = m_.processor[n];
       Processor& p = *procs_[pi];
+      // Per other processor, one wait: for its latest producer of this node (its queue is in order).
+      latest_.assign(procs_.size(), 0);
       for (const OpEdge& e : g_.nodes[n].inputs) {
         const std::size_t qi = m_.processor[e.from];
+        if (qi != pi) latest_[qi] = std::max(latest_[qi], e.from + 1);
+      }
+      for (std::size_t qi = 0; qi < procs_.size(); ++qi) {
         std::size_t& seen = synced_[pi * procs_.size() + qi];
-        if (qi == pi || seen > e.from) continue;  // same queue, or already past that node
-        p.enqueue(WaitCall{&events_[e.from], request_, g_.nodes[n].name.c_str()});
-        seen = e.from + 1;
+        if (latest_[qi] <= seen) continue;  // none there, or already past it
+        p.enqueue(WaitCall{&events_[latest_[qi] - 1], request_, g_.nodes[n].name.c_str()});
+        seen = latest_[qi];
       }
       enqueue_node(n, p);
       if (signal_[n]) p.enqueue(SignalCall{&events_[n], request_, g_.nodes[n].name.c_str()});
@@ -337,6 +342,7 @@ class MappedForward {
   std::vector<bool> signal_;                  // node n has a consumer on another processor
   std::vector<bool> used_;                    // processor i runs some node
   std::vector<std::size_t> synced_;           // [p x q]: 1 + the last node of q that p waited for
+  std::vector<std::size_t> latest_;           // per processor: 1 + a node's latest producer there
   std::vector<std::size_t> offsets_;
   AlignedBuffer<float> qkv_, ctx_, ffn_;
   float* x_ = nullptr;

@@ -26,10 +26,12 @@
 //     wait inside its queue (an OpenCL device) waits on the enqueuing thread: the driver enqueues
 //     in topological order, so every event it waits for is already enqueued and never blocks on it.
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "stile/core/error.hpp"
@@ -135,7 +137,29 @@ inline void signal_event(ProcessorEvent& e, std::uint32_t request, bool failed) 
 inline void wait_event(const ProcessorEvent& e, std::uint32_t request) {
   // Requests count up by one and a queue waits only for earlier nodes of the same request, so
   // `count` is request - 1 or request here: equality is the test (no wrap-around issue).
-  spin_then_wait(e.count, [request](std::uint32_t now) { return now == request; });
+  // A processor waiting for its input keeps its core awake for up to kAwake: spinning, with a
+  // yield every 64 pauses (so that a thread sharing the core, such as the driver enqueueing, gets
+  // it), then sleeps. A core that sleeps through a wait of a few hundred microseconds is slow to
+  // wake under a hypervisor (a halted vCPU; docs/results.md, issue 19), which spin_then_wait's
+  // short spin does not cover.
+  constexpr auto kAwake = std::chrono::milliseconds(5);
+  const auto reached = [&] { return e.count.load(std::memory_order_acquire) == request; };
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint32_t i = 1; !reached(); ++i) {
+    if (i % 64 != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+      continue;
+    }
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > kAwake) {
+      spin_then_wait(e.count, [request](std::uint32_t now) { return now == request; });
+      break;
+    }
+  }
   if (e.failed.load(std::memory_order_relaxed) == request) throw Error("an input from another processor failed");
 }
 
