@@ -154,6 +154,21 @@ class CpuCluster final : public Processor {
     submitted_.notify_one();
   }
 
+  void enqueue_batch(std::span<const OpCall> calls) override {
+    if (mode_ == Mode::kCallerThread) {
+      for (const OpCall& c : calls) enqueue(c);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      queue_.insert(queue_.end(), calls.begin(), calls.end());
+    }
+    enqueued_ += static_cast<std::uint32_t>(calls.size());
+    submitted_.fetch_add(1, std::memory_order_release);
+    submitted_.notify_one();
+  }
+  bool waits_in_queue() const override { return mode_ == Mode::kOwnThread; }
+
   void wait() override {
     if (mode_ == Mode::kOwnThread) {
       // Only the caller enqueues, so every call it enqueued is counted in enqueued_.

@@ -168,10 +168,16 @@ class MappedForward {
     tokens_ = tokens;
     ++request_;
     std::fill(synced_.begin(), synced_.end(), 0);
+    // The request's calls in node order, then handed over: each processor that waits inside its
+    // queue gets its whole list at once (so that no processor runs ahead of a driver still
+    // enqueueing and waits for a node not handed over yet), then the others' calls in node order.
+    for (auto& l : calls_) l.clear();
+    calls_.resize(procs_.size());
+    order_.clear();
     for (std::size_t n = 0; n < g_.size(); ++n) {
       if (host_only(g_.nodes[n].kind)) continue;
       const std::size_t pi = m_.processor[n];
-      Processor& p = *procs_[pi];
+      Collect p{this, pi};
       // Per other processor, one wait: for its latest producer of this node (its queue is in order).
       latest_.assign(procs_.size(), 0);
       for (const OpEdge& e : g_.nodes[n].inputs) {
@@ -186,6 +192,17 @@ class MappedForward {
       }
       enqueue_node(n, p);
       if (signal_[n]) p.enqueue(SignalCall{&events_[n], request_, g_.nodes[n].name.c_str()});
+    }
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      if (used_[i]) calls_[i].push_back(SignalCall{&done_[i], request_, "request"});
+      if (procs_[i]->waits_in_queue() && !calls_[i].empty()) procs_[i]->enqueue_batch(calls_[i]);
+    }
+    std::vector<std::size_t> next(procs_.size(), 0);
+    for (const std::size_t i : order_) {
+      if (!procs_[i]->waits_in_queue()) procs_[i]->enqueue(calls_[i][next[i]++]);
+    }
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      if (used_[i] && !procs_[i]->waits_in_queue()) procs_[i]->enqueue(calls_[i].back());  // its done signal
     }
     finish();
     return lengths;
@@ -208,7 +225,17 @@ class MappedForward {
     }
   }
 
-  void enqueue_node(std::size_t n, Processor& p) {
+  // Collects a node's calls for processor `pi` (enqueue_node's target during a request).
+  struct Collect {
+    MappedForward* self;
+    std::size_t pi;
+    void enqueue(const OpCall& c) const {
+      self->calls_[pi].push_back(c);
+      self->order_.push_back(pi);
+    }
+  };
+
+  void enqueue_node(std::size_t n, const Collect& p) {
     const OpNode& node = g_.nodes[n];
     const BertConfig& c = w_.config;
     const std::size_t d = c.hidden, ff = c.intermediate, T = tokens_;
@@ -302,12 +329,9 @@ class MappedForward {
     }
   }
 
-  // Marks the end of each used queue, sleeps until all are reached (no spinning: the processors
+  // Sleeps until the end of every used queue is reached (no spinning: the processors
   // may need every core), then collects the processors' errors.
   void finish() {
-    for (std::size_t i = 0; i < procs_.size(); ++i) {
-      if (used_[i]) procs_[i]->enqueue(SignalCall{&done_[i], request_, "request"});
-    }
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       if (!used_[i]) continue;
       for (std::uint32_t now = done_[i].count.load(std::memory_order_acquire); now != request_;
@@ -344,6 +368,8 @@ class MappedForward {
   std::vector<std::size_t> synced_;           // [p x q]: 1 + the last node of q that p waited for
   std::vector<std::size_t> latest_;           // per processor: 1 + a node's latest producer there
   std::vector<std::size_t> offsets_;
+  std::vector<std::vector<OpCall>> calls_;  // per processor: the request's calls
+  std::vector<std::size_t> order_;          // the processor of each call, in node order
   AlignedBuffer<float> qkv_, ctx_, ffn_;
   float* x_ = nullptr;
   std::size_t tokens_ = 0;

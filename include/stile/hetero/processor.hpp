@@ -213,6 +213,13 @@ class Processor {
   // kernels of every format); false when they must be in format() (an OpenCL device).
   virtual bool runs_any_format() const { return false; }
   virtual void enqueue(const OpCall& call) = 0;
+  // Enqueues `calls` in order; a backend may hand them over at once (one lock, one wake-up).
+  virtual void enqueue_batch(std::span<const OpCall> calls) {
+    for (const OpCall& c : calls) enqueue(c);
+  }
+  // True when a WaitCall waits inside its queue (its own thread), so enqueueing one never blocks
+  // the caller; false when the enqueuing thread waits (an OpenCL device, a caller-thread cluster).
+  virtual bool waits_in_queue() const { return false; }
   virtual void wait() = 0;
   // When set, every call records its span (processor, op, start, end) there.
   void set_trace(ProcessorTrace* trace) noexcept { trace_ = trace; }
