@@ -5,10 +5,11 @@
 // (--clusters, default cpu:0 in fp32 and cpu:1 in int8: "two CPU clusters in different formats").
 // Reports, per algorithm and seed, the best predicted latency and the generations (and fitness
 // evaluations) to come within 1% of the best found by any run; the best mapping vs the best
-// single processor (predicted: multi-processor execution needs the processor runtime); and writes
-// the convergence as SVG.
+// single processor, predicted and, with --execute N, measured (the median of N runs of the mapped
+// forward, hetero/mapped_forward.hpp, on CPU clusters of one pinned core each, and each single
+// processor's mapping run the same way); and writes the convergence as SVG.
 //
-//   eval_mapping_ga --profile minilm.ops.json [--tokens 128] [--seeds 5] [--svg FILE] [--out FILE]
+//   eval_mapping_ga --profile minilm.ops.json [--tokens 128] [--seeds 5] [--execute 15] [--svg FILE] [--out FILE]
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
@@ -20,6 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "pinned_latency.hpp"
+#include "stile/hetero/processor_set.hpp"
+#include "stile/hetero/processor_trace.hpp"
 #include "svg_plot.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/json_file.hpp"
@@ -52,7 +56,7 @@ struct PagmoMapping {
 
 int main(int argc, char** argv) {
   std::filesystem::path model_dir = stile::default_model_dir(), profile_path, out_path, svg_path;
-  std::size_t tokens = 128, seeds = 5, generations = 1000, baseline_generations = 400;
+  std::size_t tokens = 128, seeds = 5, generations = 1000, baseline_generations = 400, execute = 0;
   std::string clusters = "cpu:0=fp32,cpu:1=int8";
   stile::GaOptions smo;
   stile_cli::Parser cli("eval_mapping_ga", "--profile FILE [options]",
@@ -69,6 +73,9 @@ int main(int argc, char** argv) {
       .range(0, 1);
   cli.flag("--branch-rate", "X", "DNN-SMO: rate of branch-level mutation", smo.branch_rate).range(0, 1);
   cli.flag("--reuse-rate", "X", "DNN-SMO: rate of copying one layer's genes onto another", smo.reuse_rate).range(0, 1);
+  cli.flag("--execute", "N", "execute the best mapping and the single processors' (median of N runs; 0: no)", execute);
+  std::filesystem::path trace_path;
+  cli.flag("--trace", "FILE", "with --execute: write one run of the best mapping as Chrome trace JSON", trace_path);
   cli.flag("--svg", "FILE", "write the convergence plot", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
@@ -168,6 +175,44 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> count(procs.size(), 0);
     for (const auto q : best_run.best) ++count[q];
     for (std::size_t q = 0; q < procs.size(); ++q) fmt::print("best mapping: {} nodes on {}\n", count[q], names[q]);
+    if (execute > 0) {
+      // Executed on the profile's processors by name: the best mapping, then each single processor.
+      const stile::OpGraph g1 = stile::op_graph_of(c);
+      std::vector<stile::OpMapping> ms{stile::mapping_of(g, procs, best_run.best)};
+      std::vector<std::string> labels{"best mapping"};
+      for (std::size_t q = 0; q < procs.size(); ++q) {
+        ms.push_back(stile::mapping_of(g, procs, stile::Genome(g.size(), static_cast<std::uint8_t>(q))));
+        labels.push_back("all on " + names[q]);
+      }
+      const stile::ProcessorSet open =
+          stile::open_mapping_processors(prof.processors, g1, stile::OpMapping::uniform(g1.size(), 0), "the profile");
+      nlohmann::json executed = nlohmann::json::array();
+      double best_single_measured = std::numeric_limits<double>::infinity(), best_measured = 0;
+      for (std::size_t k = 0; k < ms.size(); ++k) {
+        stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, ms[k].format)),
+                               ms[k], open.pointers());
+        const double measured = stile::bench::mapped_forward_us(f, tokens, execute);
+        if (k == 0 && !trace_path.empty()) {
+          stile::ProcessorTrace trace;
+          for (stile::Processor* p : open.pointers()) p->set_trace(&trace);
+          stile::bench::mapped_forward_us(f, tokens, 1);
+          for (stile::Processor* p : open.pointers()) p->set_trace(nullptr);
+          std::map<std::string, double> busy;
+          for (const stile::ProcessorSpan& sp : trace.spans()) busy[sp.processor + " " + sp.op] += sp.end_ms - sp.start_ms;
+          for (const auto& [what, spent] : busy) fmt::print("trace: {:>24} {:9.3f} ms\n", what, spent);
+          stile::write_file_atomically(trace_path, trace.chrome_trace().dump() + "\n");
+        }
+        const double predicted = stile::predict_latency_us(g, costs, ms[k]);
+        fmt::print("executed {:>22}: predicted {:>9.1f} us, measured {:>9.1f} us ({:+.1f}%)\n", labels[k], predicted,
+                   measured, 100 * (predicted / measured - 1));
+        if (k == 0) best_measured = measured;
+        else best_single_measured = std::min(best_single_measured, measured);
+        executed.push_back({{"mapping", labels[k]}, {"predicted_us", predicted}, {"measured_us", measured}});
+      }
+      fmt::print("measured: best mapping {:.1f} us vs best single processor {:.1f} us: {:.1f}% faster (thesis: 15%)\n",
+                 best_measured, best_single_measured, 100 * (1 - best_measured / best_single_measured));
+      out["executed"] = executed;
+    }
     if (!svg_path.empty()) {
       std::vector<stile::bench::PlotSeries> series;
       const std::map<std::string, std::string> colors{

@@ -4,8 +4,13 @@
 // mapping, converted to a ModelPrecision (plan/mapping_precision.hpp) and run by BertModel.
 // Measured: encode() + mean pooling + the classifier's dot products, the graph's nodes. Reports
 // each mapping's predicted and measured latency and the median absolute relative error.
+// With --processors cpu:0,cpu:1: mappings that spread the nodes over those processors (each node's
+// processor and format drawn uniformly), executed by the mapped forward (hetero/mapped_forward.hpp)
+// on CPU clusters of one pinned core each; the first two rows are the fp32 and int8 presets on the
+// first processor, run the same way.
 //
 //   eval_op_latency --profile minilm.ops.json [--mappings 24] [--tokens 32,128] [--cpu 0] [--out FILE]
+//   eval_op_latency --profile minilm.ops.json --processors cpu:0,cpu:1 [--mappings 24] [--tokens 32,128]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +26,7 @@
 #include "cli.hpp"
 #include "pinned_latency.hpp"
 #include "stile/calibrate/op_latency_profiler.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
@@ -32,6 +38,7 @@ int main(int argc, char** argv) {
   std::size_t mappings = 24, repeats = 15, seed = 19;
   std::vector<std::size_t> tokens{32, 128};
   unsigned cpu = 0;
+  std::vector<std::string> processors;
   stile_cli::Parser cli("eval_op_latency", "--profile FILE [options]",
                         "Predicted (schedule emulator on the op latency profile) vs measured latency of random "
                         "single-processor precision mappings of the default model.");
@@ -42,6 +49,11 @@ int main(int argc, char** argv) {
   cli.flag("--repeats", "N", "timed runs per mapping (median)", repeats).at_least(1);
   cli.flag("--cpu", "N", "the core that runs the model (the profile's processor cpu:N)", cpu);
   cli.flag("--seed", "N", "seed of the random mappings", seed);
+  cli.flag("--processors", "LIST", "spread random mappings over these profile processors (cpu:N), executed by the "
+           "mapped forward",
+           std::function<void(std::string_view)>([&](std::string_view v) {
+             processors = stile_cli::parse_list(v, "--processors", [](std::string_view i) { return std::string(i); });
+           }));
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
@@ -52,11 +64,59 @@ int main(int argc, char** argv) {
     auto below = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     nlohmann::json rows = nlohmann::json::array();
     std::vector<double> all_errors;
-    for (const std::size_t t : tokens) {
+    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::OpGraph g1 = stile::op_graph_of(c);
+    if (!processors.empty()) {
+      // Spread mappings, each loaded once and measured at every token count.
+      std::vector<std::uint8_t> index;  // mapping processor i -> the profile's
+      for (const std::string& p : processors) index.push_back(static_cast<std::uint8_t>(prof.processor_index(p)));
+      const stile::ProcessorSet procs =
+          stile::open_mapping_processors(processors, g1, stile::OpMapping::uniform(g1.size(), 0), "--processors");
+      std::vector<std::vector<double>> errors(tokens.size());
+      for (std::size_t i = 0; i < mappings + 2; ++i) {
+        std::string label;
+        stile::OpMapping m = stile::OpMapping::uniform(g1.size(), 0);
+        if (i == 0) m.format = stile::formats_of_precision(g1, stile::precision_preset("fp32")), label = "fp32";
+        else if (i == 1) m.format = stile::formats_of_precision(g1, stile::precision_preset("int8")), label = "int8";
+        else {
+          label = fmt::format("random {}", i - 1);
+          for (std::size_t n = 0; n < g1.size(); ++n) {
+            const std::vector<stile::NumberFormat> fs = stile::formats_of(g1.nodes[n].kind);
+            m.format[n] = fs[below(fs.size())];
+            m.processor[n] = static_cast<std::uint8_t>(below(processors.size()));
+          }
+        }
+        stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, m.format)), m,
+                               procs.pointers());
+        for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
+          const std::size_t t = tokens[ti];
+          const stile::OpGraph g = stile::bert_op_graph(
+              {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = t});
+          const double measured = stile::bench::mapped_forward_us(f, t, repeats);
+          stile::OpMapping pm = m;
+          for (auto& q : pm.processor) q = index[q];
+          const double predicted = stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, prof), pm);
+          const double err = (predicted - measured) / measured;
+          if (i >= 2) errors[ti].push_back(std::abs(err)), all_errors.push_back(std::abs(err));
+          std::size_t on[2] = {0, 0};
+          for (const auto q : m.processor) ++on[q == 0 ? 0 : 1];
+          fmt::print("tokens {:>4}  {:>10}  ({:>3} nodes on {}, {:>3} elsewhere)  predicted {:>9.1f} us  measured "
+                     "{:>9.1f} us  error {:+6.1f}%\n",
+                     t, label, on[0], processors[0], on[1], predicted, measured, 100 * err);
+          rows.push_back({{"tokens", t}, {"mapping", label}, {"predicted_us", predicted}, {"measured_us", measured},
+                          {"processors", processors}});
+        }
+      }
+      for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
+        std::sort(errors[ti].begin(), errors[ti].end());
+        fmt::print("tokens {}: median |error| over {} spread mappings {:.1f}%, max {:.1f}%\n", tokens[ti],
+                   errors[ti].size(), 100 * errors[ti][errors[ti].size() / 2], 100 * errors[ti].back());
+      }
+    }
+    for (const std::size_t t : processors.empty() ? tokens : std::vector<std::size_t>{}) {
       std::vector<double> errors;
       for (std::size_t i = 0; i < mappings + 2; ++i) {
         std::string label;
-        const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
         const stile::OpGraph g = stile::bert_op_graph(
             {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = t});
         std::vector<stile::NumberFormat> formats;

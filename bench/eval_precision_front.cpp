@@ -6,7 +6,12 @@
 // ModelPrecision expresses). --points points of the executable front, and the fp32 and int8
 // presets, are then executed: measured latency (one thread pinned to --cpu, --tokens tokens) and
 // SST-2 dev accuracy with the full model's head from the heads file, and the embeddings' cosine
-// to fp32 on dev. dev is only read to report. Writes the fronts as SVG.
+// to fp32 on dev. dev is only read to report. --free-points points of the free front (both
+// processors) are executed by the mapped forward (hetero/mapped_forward.hpp) on CPU clusters of one
+// pinned core each, named as the profile's processors: measured latency, and dev accuracy of the
+// embeddings the mapped forward computes; the two presets are also timed that way on --cpu (their
+// outputs are the same bits as BertModel's, tests/hetero/test_mapped_forward.cpp). Writes the
+// fronts as SVG.
 //
 //   eval_precision_front --profile P --accuracy A --heads STORE.heads.json [--svg FILE] [--out FILE]
 #include <algorithm>
@@ -22,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "embed_texts.hpp"
 #include "pinned_latency.hpp"
 #include "svg_plot.hpp"
@@ -95,7 +101,7 @@ inline double hypervolume(const std::vector<std::array<double, 2>>& front, std::
 int main(int argc, char** argv) {
   std::filesystem::path model_dir = stile::default_model_dir(), sst2_dir = STILE_SST2_DIR;
   std::filesystem::path profile_path, accuracy_path, heads_path, svg_path, out_path;
-  std::size_t tokens = 128, points = 5, repeats = 15, limit = 0, threads = 0, generations = 300, seed = 1;
+  std::size_t tokens = 128, points = 5, free_points = 5, repeats = 15, limit = 0, threads = 0, generations = 300, seed = 1;
   unsigned cpu = 0;
   stile_cli::Parser cli("eval_precision_front", "--profile P --accuracy A --heads H [options]",
                         "NSGA-II fronts of predicted latency vs predicted accuracy loss; executes points of the "
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
   cli.flag("--heads", "FILE", "heads file with the full model's head (tools/train_heads)", heads_path);
   cli.flag("--tokens", "N", "sequence length the latency is mapped and measured at", tokens).at_least(1);
   cli.flag("--points", "N", "front points to execute", points).at_least(1);
+  cli.flag("--free-points", "N", "free-front points to execute on the mapped forward (0: none)", free_points);
   cli.flag("--repeats", "N", "timed runs per point (median)", repeats).at_least(1);
   cli.flag("--cpu", "N", "the core the executable front and the measurements use", cpu);
   cli.flag("--generations", "N", "NSGA-II generations", generations).at_least(1);
@@ -189,10 +196,12 @@ int main(int argc, char** argv) {
       std::vector<stile::NumberFormat> formats;
       double predicted_us = 0, predicted_loss = 0;
       double measured_us = 0, dev_loss = 0, accuracy = 0;
+      std::optional<stile::OpMapping> mapped;  // executed by the mapped forward
+      std::size_t same_as = 0;                 // mapped presets: the row whose accuracy they share
     };
     std::vector<Config> configs;
     for (const char* preset : {"fp32", "int8"}) {
-      Config k{preset, stile::formats_of_precision(g, stile::precision_preset(preset))};
+      Config k{preset, stile::formats_of_precision(g, stile::precision_preset(preset)), 0, 0, 0, 0, 0, {}, 0};
       stile::OpMapping m = stile::OpMapping::uniform(g.size(), proc);
       m.format = k.formats;
       k.predicted_us = stile::predict_latency_us(g, costs, m);
@@ -203,9 +212,53 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t i = n == 1 ? 0 : k * (exec_front.size() - 1) / (n - 1);
       const stile::ParetoPoint& pt = exec_front[i];
-      configs.push_back({fmt::format("front {}", i), exec_p.mapping(pt.genes).format, pt.objectives[0], pt.objectives[1]});
+      configs.push_back({fmt::format("front {}", i), exec_p.mapping(pt.genes).format, pt.objectives[0], pt.objectives[1],
+                         0, 0, 0, {}, 0});
     }
 
+    for (std::size_t k = 0; k < 2; ++k) {
+      stile::OpMapping m = stile::OpMapping::uniform(g.size(), proc);
+      m.format = configs[k].formats;
+      Config mk = configs[k];
+      mk.name += " mapped";
+      mk.mapped = m;
+      mk.same_as = k;
+      configs.push_back(mk);
+    }
+    const std::size_t nf = std::min(free_points, free_front.size());
+    for (std::size_t k = 0; k < nf; ++k) {
+      const std::size_t i = nf == 1 ? 0 : k * (free_front.size() - 1) / (nf - 1);
+      const stile::ParetoPoint& pt = free_front[i];
+      const stile::OpMapping m = free_p.mapping(pt.genes);
+      configs.push_back({fmt::format("free {}", i), m.format, pt.objectives[0], pt.objectives[1], 0, 0, 0, m, 0});
+    }
+    const stile::OpGraph g1 = stile::op_graph_of(c);
+    const stile::ProcessorSet open =
+        stile::open_mapping_processors(prof.processors, g1, stile::OpMapping::uniform(g1.size(), 0), "the profile");
+    const stile::SentenceEncoder tokenizer_of = stile::SentenceEncoder::load(model_dir);
+    // The dev embeddings through a mapped forward: tokenized, encoded 32 at a time, pooled and
+    // normalized as the sentence encoder does.
+    const auto embed_mapped = [&](stile::MappedForward& f, const std::vector<std::string>& texts) {
+      std::vector<std::vector<float>> out;
+      const std::size_t d = c.hidden;
+      std::vector<float> hidden;
+      for (std::size_t begin = 0; begin < texts.size(); begin += 32) {
+        std::vector<stile::Encoding> batch;
+        for (std::size_t i = begin; i < std::min(texts.size(), begin + 32); ++i) {
+          batch.push_back(tokenizer_of.tokenizer().encode(texts[i]));
+        }
+        const std::vector<std::size_t> lengths = f.encode(batch, hidden);
+        std::size_t row = 0;
+        for (const std::size_t len : lengths) {
+          std::vector<float>& e = out.emplace_back(d);
+          stile::pool_tokens(std::span<const float>(hidden).subspan(row * d, len * d), len, d,
+                             tokenizer_of.config().pooling, e);
+          if (tokenizer_of.config().normalize) stile::l2_normalize(e);
+          row += len;
+        }
+      }
+      return out;
+    };
     const stile::LabeledSentences dev = stile::bench::read_dev(sst2_dir, limit);
     const stile::HeadsFile heads = stile::HeadsFile::load(heads_path);
     const std::string key = std::to_string(heads.num_layers) + "x" + std::to_string(heads.shards_per_layer);
@@ -213,10 +266,22 @@ int main(int argc, char** argv) {
     stile::ThreadPool pool(threads);
     std::vector<std::vector<float>> ref;
     for (Config& k : configs) {
-      const stile::ModelPrecision mp = stile::to_model_precision(g, k.formats);
-      const stile::SentenceEncoder enc = stile::SentenceEncoder::load(model_dir, mp);
-      k.measured_us = stile::bench::pinned_forward_us(enc.model(), tokens, cpu, repeats);
-      const auto emb = stile::bench::embed_all(enc, dev.sentences, pool, k.name);
+      std::vector<std::vector<float>> emb;
+      if (k.mapped) {
+        stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, k.formats)),
+                               *k.mapped, open.pointers());
+        k.measured_us = stile::bench::mapped_forward_us(f, tokens, repeats);
+        if (k.name.ends_with(" mapped")) {
+          k.accuracy = configs[k.same_as].accuracy, k.dev_loss = configs[k.same_as].dev_loss;
+          continue;
+        }
+        emb = embed_mapped(f, dev.sentences);
+      } else {
+        const stile::ModelPrecision mp = stile::to_model_precision(g, k.formats);
+        const stile::SentenceEncoder enc = stile::SentenceEncoder::load(model_dir, mp);
+        k.measured_us = stile::bench::pinned_forward_us(enc.model(), tokens, cpu, repeats);
+        emb = stile::bench::embed_all(enc, dev.sentences, pool, k.name);
+      }
       if (ref.empty()) ref = emb;  // fp32 comes first
       std::size_t correct = 0;
       double cos = 0;
@@ -252,9 +317,17 @@ int main(int argc, char** argv) {
       for (std::size_t k = 2; k < configs.size(); ++k) {
         m.x.push_back(configs[k].measured_us / 1000), m.y.push_back(configs[k].dev_loss);
       }
+      stile::bench::PlotSeries fm{"executed on 2 cores (measured)", "#2ca02c", {}, {}, true};
+      m.x.clear(), m.y.clear();
+      for (std::size_t k = 2; k < configs.size(); ++k) {
+        if (configs[k].name.ends_with(" mapped")) continue;
+        auto& series = configs[k].mapped ? fm : m;
+        series.x.push_back(configs[k].measured_us / 1000), series.y.push_back(configs[k].dev_loss);
+      }
+      m.name = fmt::format("executed on cpu:{} (measured)", cpu);
       stile::bench::PlotSeries pr{"fp32, int8 (measured)", "#000000", {}, {}, true};
       for (std::size_t k = 0; k < 2; ++k) pr.x.push_back(configs[k].measured_us / 1000), pr.y.push_back(configs[k].dev_loss);
-      s = {a, b, m, pr};
+      s = {a, b, m, fm, pr};
       stile::write_file_atomically(
           svg_path, stile::bench::svg_plot(fmt::format("NSGA-II fronts: MiniLM, {} tokens", tokens),
                                            "latency (ms)", "accuracy loss (1 - cosine to fp32)", s));

@@ -26,6 +26,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "stile/hetero/mapped_forward.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "stile/plan/mapping_file.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/model_cache.hpp"
@@ -83,7 +85,8 @@ Options parse_args(int argc, char** argv) {
   cli.threads(options.threads, "threads to compute with (default: $STILE_NUM_THREADS, else one per core)");
   cli.precision(options.precision);
   cli.flag("--mapping", "FILE",
-           "a format per operator from a mapping file (tools/search_mapping; one processor) instead of --precision",
+           "a processor and a format per operator from a mapping file (tools/search_mapping) instead of --precision: "
+           "one processor runs on the CPU engine; several (cpu:N cores, opencl:N devices) on the processor runtime",
            options.mapping);
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   const std::vector<std::string> args = cli.parse(argc, argv);
@@ -190,11 +193,26 @@ int run(const Options& options) {
   const auto load_start = Clock::now();
   stile::ModelPrecision precision = stile::precision_preset(options.precision);
   std::string precision_name = options.precision;
+  // A mapping over several processors: the mapped forward (hetero/) computes the hidden states;
+  // the encoder below (fp32) gives the tokenizer and the pooling.
+  std::unique_ptr<stile::MappedForward> mapped;
+  stile::ProcessorSet processors;
   if (!options.mapping.empty()) {
-    precision = stile::model_precision_of(stile::OpMappingFile::load(options.mapping),
-                                          stile::read_bert_config((options.model_dir / "config.json").string()),
-                                          options.mapping.string());
+    const stile::OpMappingFile file = stile::OpMappingFile::load(options.mapping);
+    const std::filesystem::path bert_dir = stile::sentence_encoder_detail::read_modules(options.model_dir).bert_dir;
+    const stile::BertConfig config = stile::read_bert_config((bert_dir / "config.json").string());
     precision_name = "mapping " + options.mapping.string();
+    if (file.single_processor() != static_cast<std::size_t>(-1)) {
+      precision = stile::model_precision_of(file, config, options.mapping.string());
+    } else {
+      stile::check_mapping_shape(file, config, options.mapping.string());
+      const stile::OpGraph g = stile::op_graph_of(config);
+      processors = stile::open_mapping_processors(file.processors, g, file.mapping, options.mapping.string());
+      mapped = std::make_unique<stile::MappedForward>(
+          stile::BertWeights::load(bert_dir, stile::mapped_weights_precision(g, file.mapping.format)), file.mapping,
+          processors.pointers());
+      precision_name += fmt::format(" on {}", fmt::join(file.processors, ", "));
+    }
   }
   const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(options.model_dir, precision);
   if (options.verbose) {
@@ -226,7 +244,20 @@ int run(const Options& options) {
     }
     tokenize_ms += ms_since(tokenize_start);
     const auto encode_start = Clock::now();
-    for (std::vector<float>& e : encoder.embed_encoded(batch, pool.get())) embeddings.push_back(std::move(e));
+    if (mapped) {
+      std::vector<float> hidden;
+      const std::vector<std::size_t> lengths = mapped->encode(batch, hidden);
+      std::size_t row = 0;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        std::vector<float>& e = embeddings.emplace_back(encoder.dim());
+        stile::pool_tokens(std::span<const float>(hidden).subspan(row * encoder.dim(), lengths[i] * encoder.dim()),
+                           lengths[i], encoder.dim(), encoder.config().pooling, e);
+        if (encoder.config().normalize) stile::l2_normalize(e);
+        row += lengths[i];
+      }
+    } else {
+      for (std::vector<float>& e : encoder.embed_encoded(batch, pool.get())) embeddings.push_back(std::move(e));
+    }
     encode_ms += ms_since(encode_start);
   }
   if (options.verbose) {

@@ -152,7 +152,8 @@ int main(int argc, char** argv) {
                    stile::to_string(lp.ops.softmax));
       }
     } else {
-      fmt::print("the mapping spreads nodes over processors: executing it needs the processor runtime (hetero/)\n");
+      fmt::print("the mapping spreads nodes over processors: embed --mapping {} runs it on the processor runtime "
+                 "(hetero/mapped_forward.hpp)\n", out.string());
     }
     fmt::print("wrote {}\n", out.string());
   } catch (const std::exception& e) {

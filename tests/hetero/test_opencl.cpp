@@ -17,7 +17,9 @@
 #include "stile/engine.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/opencl_device.hpp"
+#include "stile/hetero/mapped_forward.hpp"
 #include "stile/hetero/processor_trace.hpp"
+#include "stile/model/bert_model.hpp"
 #include "stile/hetero/split_layer.hpp"
 #include "stile/hetero/split_layer_compute.hpp"
 #include "stile/kernels/gelu_erf_approx.hpp"
@@ -25,6 +27,8 @@
 #include "support/converted_store.hpp"
 #include "support/error_of.hpp"
 #include "support/rng.hpp"
+#include "support/row_cosine.hpp"
+#include "support/temp_dir.hpp"
 #include "support/tiny_bert.hpp"
 
 namespace {
@@ -292,4 +296,59 @@ TEST_CASE("a device that fails a request fails it by name; the engine's next req
   double dot = 0;
   for (std::size_t i = 0; i < after.size(); ++i) dot += double(after[i]) * first[i];
   CHECK(dot > 0.99);  // unit vectors: the CPU's int8 result is close to the split one
+}
+
+TEST_CASE("a mapping with nodes on the OpenCL device and on a CPU cluster", "[opencl]") {
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::BertModel fp32 = stile::BertModel::load(dir.path);
+  const stile::OpGraph g = stile::op_graph_of(fp32.config());
+  const std::vector<stile::Encoding> batch{stile_test::tiny_tokens(12), stile_test::tiny_tokens(7, 3)};
+  std::vector<float> want, got;
+  stile::ThreadPool one(1);
+  fp32.encode(batch, want, &one);
+  stile::CpuCluster cpu("cpu:0", {}, LinearFormat::kF32);
+  auto dev = device(LinearFormat::kF32);
+  const auto run = [&](const stile::OpMapping& m, std::vector<float>& out) {
+    stile::MappedForward f(stile::BertWeights::load(dir.path, stile::mapped_weights_precision(g, m.format)), m,
+                           {&cpu, dev.get()});
+    f.encode(batch, out);
+  };
+  stile_test::Rng rng{5};
+  for (int k = 0; k < 3; ++k) {
+    stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+    for (std::size_t n = 0; n < g.size(); ++n) m.processor[n] = rng.unit() > 0 ? 1 : 0;
+    run(m, got);
+    double diff = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(double(got[i]) - want[i]));
+    INFO("mapping " << k << ": max |diff| to the fp32 model " << diff);
+    CHECK(diff < 1e-4);  // the device's fp32 GEMMs sum in another order
+  }
+  // int8 nodes on the CPU, fp32 on the device: close to the same formats on the CPU alone.
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  std::vector<float> alone;
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    if (n % 2 == 1) m.processor[n] = 1;
+    else if (stile::has_format(g.nodes[n].kind, stile::NumberFormat::kInt8)) m.format[n] = stile::NumberFormat::kInt8;
+  }
+  run(m, got);
+  stile::OpMapping on_cpu = m;
+  on_cpu.processor.assign(g.size(), 0);
+  run(on_cpu, alone);
+  CHECK(stile_test::min_row_cosine(got, alone, fp32.config().hidden) > 0.999);
+  // A node in a format the device does not take is refused, naming both.
+  stile::OpMapping bad = stile::OpMapping::uniform(g.size(), 1);
+  bad.format[1] = stile::NumberFormat::kInt8;
+  CHECK_THAT(stile_test::error_of([&] { run(bad, got); }),
+             Catch::Matchers::Contains("layer0.qkv is mapped to int8 on 'opencl:0'"));
+  // A device that fails a call fails the request by name; the next one succeeds.
+  stile::OpMapping half = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); n += 2) half.processor[n] = 1;
+  stile::MappedForward f(stile::BertWeights::load(dir.path), half, {&cpu, dev.get()});
+  dev->fail_next_call_for_testing();
+  CHECK_THAT(stile_test::error_of([&] { f.encode(batch, got); }), Catch::Matchers::Contains("processor 'opencl:0'"));
+  f.encode(batch, got);
+  double diff = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(double(got[i]) - want[i]));
+  CHECK(diff < 1e-4);
 }

@@ -121,6 +121,7 @@ class CpuCluster final : public Processor {
 
   const std::string& name() const override { return name_; }
   LinearFormat format() const override { return format_; }
+  bool runs_any_format() const override { return true; }
   std::size_t channel_granule() const override {
     switch (format_) {
       case LinearFormat::kF32:
@@ -141,7 +142,7 @@ class CpuCluster final : public Processor {
         caller_ = std::this_thread::get_id();
         report_pinning({pin_this_thread(cores_[0])});
       }
-      if (!failed_) run_call(call);
+      run_or_skip(call);
       return;
     }
     {
@@ -152,6 +153,21 @@ class CpuCluster final : public Processor {
     submitted_.fetch_add(1, std::memory_order_release);
     submitted_.notify_one();
   }
+
+  void enqueue_batch(std::span<const OpCall> calls) override {
+    if (mode_ == Mode::kCallerThread) {
+      for (const OpCall& c : calls) enqueue(c);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      queue_.insert(queue_.end(), calls.begin(), calls.end());
+    }
+    enqueued_ += static_cast<std::uint32_t>(calls.size());
+    submitted_.fetch_add(1, std::memory_order_release);
+    submitted_.notify_one();
+  }
+  bool waits_in_queue() const override { return mode_ == Mode::kOwnThread; }
 
   void wait() override {
     if (mode_ == Mode::kOwnThread) {
@@ -194,6 +210,13 @@ class CpuCluster final : public Processor {
     }
   }
 
+  // After a failure the queue's calls are skipped, but its signals still fire (marked failed), so
+  // that no other processor waits forever on this one.
+  void run_or_skip(const OpCall& call) {
+    if (!failed_) return run_call(call);
+    if (const auto* s = std::get_if<SignalCall>(&call)) signal_event(*s->event, s->request, true);
+  }
+
   // Runs one call; its failure is kept for wait() with the processor's name and the call.
   void run_call(const OpCall& call) {
     const double start = trace_ != nullptr ? trace_->now_ms() : 0.0;
@@ -217,7 +240,7 @@ class CpuCluster final : public Processor {
         batch.swap(queue_);
       }
       for (const OpCall& call : batch) {
-        if (!failed_) run_call(call);  // after a failure the rest of the queue is skipped
+        run_or_skip(call);  // after a failure the rest of the queue is skipped, signals excepted
         done_.fetch_add(1, std::memory_order_release);
       }
       done_.notify_one();

@@ -105,6 +105,8 @@ inline void run_on_cpu(const OpCall& call, ThreadPool& pool) {
     return layer_norm_rows(n->format, n->x + n->r0 * n->ld, n->r1 - n->r0, n->cols, n->ld, n->gamma, n->beta, n->eps,
                            &pool);
   }
+  if (const auto* s = std::get_if<SignalCall>(&call)) return signal_event(*s->event, s->request, false);
+  if (const auto* w = std::get_if<WaitCall>(&call)) return wait_event(*w->event, w->request);
   const GeluCall& g = std::get<GeluCall>(call);
   gelu_inplace(g.format, g.x, g.n);
 }

@@ -122,7 +122,27 @@ class OpenClDevice final : public Processor {
   }
 
   void enqueue(const OpCall& call) override {
+    // Events: the device's queue cannot wait on the host's atomics, so both run here, on the
+    // enqueuing thread (processor.hpp's contract): a signal after the device has finished its queue.
+    if (const auto* s = std::get_if<SignalCall>(&call)) {
+      const bool ok = !failed_ && clFinish(queue_) == CL_SUCCESS;
+      if (!ok && !failed_) {
+        failed_ = true;
+        error_ = std::make_exception_ptr(processor_error(name_, call, where() + "clFinish failed (a queued call)"));
+      }
+      signal_event(*s->event, s->request, !ok);
+      return;
+    }
     if (failed_) return;  // the rest of the queue is skipped after a failure
+    if (const auto* w = std::get_if<WaitCall>(&call)) {
+      try {
+        wait_event(*w->event, w->request);
+      } catch (const std::exception& e) {
+        failed_ = true;
+        error_ = std::make_exception_ptr(processor_error(name_, call, e.what()));
+      }
+      return;
+    }
     const double start = trace_ != nullptr ? trace_->now_ms() : 0.0;
     cl_event begin = nullptr;
     try {

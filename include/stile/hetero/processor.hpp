@@ -18,13 +18,24 @@
 //   * The caller keeps every buffer a call points at alive and untouched (but by that call) until
 //     wait() returns. Calls on different processors that run at once must write disjoint memory:
 //     that is what a slice is for.
+//   * Events order calls across processors without the driving thread waiting (a mapped forward,
+//     hetero/mapped_forward.hpp): SignalCall marks a point of one queue, WaitCall holds another
+//     queue until that point is reached. A SignalCall runs even after a failure skipped the calls
+//     before it (so no queue waits forever), marking the event failed; a WaitCall on a failed event
+//     fails its own processor ("an input from another processor failed"). A backend that cannot
+//     wait inside its queue (an OpenCL device) waits on the enqueuing thread: the driver enqueues
+//     in topological order, so every event it waits for is already enqueued and never blocks on it.
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
 #include "stile/ops/linear.hpp"
 #include "stile/ops/precision.hpp"
 
@@ -90,7 +101,67 @@ struct GeluCall {
   GeluFormat format = GeluFormat::kExact;
 };
 
-using OpCall = std::variant<LinearCall, AttentionCall, LayerNormCall, GeluCall>;
+// A point of one processor's queue that calls on other processors can wait for. `count` is the
+// number of the last request that reached it (requests are numbered from 1, so an event needs no
+// reset between them); `failed` the last request whose producer failed.
+struct ProcessorEvent {
+  alignas(64) std::atomic<std::uint32_t> count{0};
+  std::atomic<std::uint32_t> failed{0};
+};
+
+// Marks `event` reached by request `request` (every call before it on this processor is done).
+struct SignalCall {
+  ProcessorEvent* event = nullptr;
+  std::uint32_t request = 0;
+  const char* op = "signal";  // the node it follows (errors, traces)
+};
+
+// Holds this processor's queue until `event` is reached by request `request`.
+struct WaitCall {
+  const ProcessorEvent* event = nullptr;
+  std::uint32_t request = 0;
+  const char* op = "wait";  // the node that waits (errors, traces)
+};
+
+using OpCall = std::variant<LinearCall, AttentionCall, LayerNormCall, GeluCall, SignalCall, WaitCall>;
+
+// Signals `e` for `request`; `failed`: this processor failed before reaching it.
+inline void signal_event(ProcessorEvent& e, std::uint32_t request, bool failed) noexcept {
+  if (failed) e.failed.store(request, std::memory_order_relaxed);
+  e.count.store(request, std::memory_order_release);
+  e.count.notify_all();
+}
+
+// Waits until `e` is reached by `request` (spinning a while, then sleeping; thread_pool.hpp's
+// spin_then_wait); throws when its producer failed.
+inline void wait_event(const ProcessorEvent& e, std::uint32_t request) {
+  // Requests count up by one and a queue waits only for earlier nodes of the same request, so
+  // `count` is request - 1 or request here: equality is the test (no wrap-around issue).
+  // A processor waiting for its input keeps its core awake for up to kAwake: spinning, with a
+  // yield every 64 pauses (so that a thread sharing the core, such as the driver enqueueing, gets
+  // it), then sleeps. A core that sleeps through a wait of a few hundred microseconds is slow to
+  // wake under a hypervisor (a halted vCPU; docs/results.md, issue 19), which spin_then_wait's
+  // short spin does not cover.
+  constexpr auto kAwake = std::chrono::milliseconds(5);
+  const auto reached = [&] { return e.count.load(std::memory_order_acquire) == request; };
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint32_t i = 1; !reached(); ++i) {
+    if (i % 64 != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+      continue;
+    }
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > kAwake) {
+      spin_then_wait(e.count, [request](std::uint32_t now) { return now == request; });
+      break;
+    }
+  }
+  if (e.failed.load(std::memory_order_relaxed) == request) throw Error("an input from another processor failed");
+}
 
 // The call as errors and traces name it.
 inline std::string describe(const OpCall& call) {
@@ -106,6 +177,8 @@ inline std::string describe(const OpCall& call) {
       return "layer_norm rows [" + std::to_string(c.r0) + ", " + std::to_string(c.r1) + ")";
     }
     std::string operator()(const GeluCall& c) const { return "gelu of " + std::to_string(c.n) + " values"; }
+    std::string operator()(const SignalCall& c) const { return std::string("signal after ") + c.op; }
+    std::string operator()(const WaitCall& c) const { return std::string("wait before ") + c.op; }
   };
   return std::visit(Describe{}, call);
 }
@@ -115,6 +188,8 @@ inline std::string op_name(const OpCall& call) {
   if (const auto* l = std::get_if<LinearCall>(&call)) return l->op;
   if (std::holds_alternative<AttentionCall>(call)) return "attention";
   if (std::holds_alternative<LayerNormCall>(call)) return "layer_norm";
+  if (std::holds_alternative<SignalCall>(call)) return "signal";
+  if (std::holds_alternative<WaitCall>(call)) return "wait";
   return "gelu";
 }
 
@@ -134,7 +209,17 @@ class Processor {
   virtual LinearFormat format() const = 0;
   // Slices of output channels must start at a multiple of this (the panel width of its weights).
   virtual std::size_t channel_granule() const = 0;
+  // True when its linear calls may carry weights in any format (a CPU cluster runs stile's
+  // kernels of every format); false when they must be in format() (an OpenCL device).
+  virtual bool runs_any_format() const { return false; }
   virtual void enqueue(const OpCall& call) = 0;
+  // Enqueues `calls` in order; a backend may hand them over at once (one lock, one wake-up).
+  virtual void enqueue_batch(std::span<const OpCall> calls) {
+    for (const OpCall& c : calls) enqueue(c);
+  }
+  // True when a WaitCall waits inside its queue (its own thread), so enqueueing one never blocks
+  // the caller; false when the enqueuing thread waits (an OpenCL device, a caller-thread cluster).
+  virtual bool waits_in_queue() const { return false; }
   virtual void wait() = 0;
   // When set, every call records its span (processor, op, start, end) there.
   void set_trace(ProcessorTrace* trace) noexcept { trace_ = trace; }

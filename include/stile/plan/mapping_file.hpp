@@ -128,19 +128,24 @@ struct OpMappingFile {
   }
 };
 
-// The ModelPrecision the CPU engine runs for mapping file `m` (read from `file`) on a model of
-// config `c`: the mapping must be for c's shape, on one processor, and expressible
-// (plan/mapping_precision.hpp); otherwise "stile: <file>: <why>".
-inline ModelPrecision model_precision_of(const OpMappingFile& m, const BertConfig& c, const std::string& file) {
+// Mapping file `m` (read from `file`) is for a model of config `c`; otherwise "stile: <file>: ...".
+inline void check_mapping_shape(const OpMappingFile& m, const BertConfig& c, const std::string& file) {
   if (m.shape.layers != c.num_layers || m.shape.hidden != c.hidden || m.shape.heads != c.num_heads ||
       m.shape.ffn != c.intermediate) {
     throw Error(concat("stile: ", file, ": the mapping is for ", m.shape.layers, " layers, hidden ", m.shape.hidden,
                        ", ", m.shape.heads, " heads, ffn ", m.shape.ffn, "; the model has ", c.num_layers,
                        " layers, hidden ", c.hidden, ", ", c.num_heads, " heads, ffn ", c.intermediate));
   }
+}
+
+// The ModelPrecision the CPU engine runs for mapping file `m` (read from `file`) on a model of
+// config `c`: the mapping must be for c's shape, on one processor, and expressible
+// (plan/mapping_precision.hpp); otherwise "stile: <file>: <why>".
+inline ModelPrecision model_precision_of(const OpMappingFile& m, const BertConfig& c, const std::string& file) {
+  check_mapping_shape(m, c, file);
   if (m.single_processor() == static_cast<std::size_t>(-1)) {
     throw Error(concat("stile: ", file, ": the mapping spreads nodes over several processors; running it needs the "
-                       "processor runtime (hetero/), the CPU engine runs single-processor mappings"));
+                       "processor runtime (hetero/mapped_forward.hpp, embed --mapping), the CPU engine runs single-processor mappings"));
   }
   const OpGraph g = bert_op_graph(m.shape);
   std::string why;

@@ -33,6 +33,11 @@ inline LinearFormat linear(NumberFormat f) {
 }
 }  // namespace mapping_precision_detail
 
+// The LinearFormat of a linear node's format (int8 and integer: int8 weights), and the NormFormat
+// of a LayerNorm's (the table at the top).
+inline LinearFormat linear_format_of(NumberFormat f) { return mapping_precision_detail::linear(f); }
+inline NormFormat norm_format_of(NumberFormat f) { return mapping_precision_detail::norm(f); }
+
 // Whether ModelPrecision can express `formats` (the rule at the top); `why` gets the first reason
 // it cannot.
 inline bool expressible_as_model_precision(const OpGraph& g, const std::vector<NumberFormat>& formats,

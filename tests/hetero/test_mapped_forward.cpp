@@ -1,0 +1,208 @@
+// The mapped forward (hetero/mapped_forward.hpp): operator-to-processor mappings executed on two
+// CPU clusters against the same formats on one processor and against the CPU engine (BertModel),
+// processors' failures, refused mappings.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "stile/hetero/cpu_cluster.hpp"
+#include "stile/hetero/mapped_forward.hpp"
+#include "stile/hetero/processor_set.hpp"
+#include "stile/model/bert_model.hpp"
+#include "support/error_of.hpp"
+#include "support/row_cosine.hpp"
+#include "support/temp_dir.hpp"
+#include "support/tiny_bert.hpp"
+
+namespace {
+
+using Catch::Matchers::Contains;
+using stile::NumberFormat;
+using stile_test::error_of;
+
+const std::vector<stile::Encoding>& requests() {
+  static const std::vector<stile::Encoding> batch{stile_test::tiny_tokens(12), stile_test::tiny_tokens(7, 3)};
+  return batch;
+}
+
+// Two CPU clusters of one unpinned worker each, on their own dispatcher threads.
+struct TwoClusters {
+  stile::CpuCluster a{"cpu:a", {}, stile::LinearFormat::kF32};
+  stile::CpuCluster b{"cpu:b", {}, stile::LinearFormat::kInt8};
+  std::vector<stile::Processor*> both() { return {&a, &b}; }
+};
+
+std::vector<float> run_mapped(const std::filesystem::path& dir, const stile::OpMapping& m,
+                              std::vector<stile::Processor*> procs) {
+  const stile::BertConfig c = stile::read_bert_config((dir / "config.json").string());
+  const stile::OpGraph g = stile::op_graph_of(c);
+  stile::MappedForward f(stile::BertWeights::load(dir, stile::mapped_weights_precision(g, m.format)), m,
+                         std::move(procs));
+  std::vector<float> hidden;
+  f.encode(requests(), hidden);
+  return hidden;
+}
+
+std::vector<float> run_model(const stile::BertModel& model) {
+  std::vector<float> hidden;
+  stile::ThreadPool pool(1);
+  model.encode(requests(), hidden, &pool);
+  return hidden;
+}
+
+// Any format each node kind has, drawn per node (heads of one layer in different formats too).
+std::vector<NumberFormat> random_formats(const stile::OpGraph& g, std::mt19937_64& rng) {
+  std::vector<NumberFormat> f;
+  for (const stile::OpNode& n : g.nodes) {
+    const std::vector<NumberFormat> fs = stile::formats_of(n.kind);
+    f.push_back(fs[rng() % fs.size()]);
+  }
+  return f;
+}
+
+// A processor that forwards to another and, when armed, hands its next linear call channels past
+// the layer's end: the wrapped cluster fails that call as any failing call.
+class FailingProcessor final : public stile::Processor {
+ public:
+  explicit FailingProcessor(stile::Processor& inner) : inner_(inner) {}
+  const std::string& name() const override { return inner_.name(); }
+  stile::LinearFormat format() const override { return inner_.format(); }
+  std::size_t channel_granule() const override { return inner_.channel_granule(); }
+  bool runs_any_format() const override { return inner_.runs_any_format(); }
+  void enqueue(const stile::OpCall& call) override {
+    if (const auto* l = std::get_if<stile::LinearCall>(&call); l != nullptr && armed_) {
+      armed_ = false;
+      stile::LinearCall bad = *l;
+      bad.n1 = bad.w.rows() + 1;
+      return inner_.enqueue(bad);
+    }
+    inner_.enqueue(call);
+  }
+  void wait() override { inner_.wait(); }
+  void arm() { armed_ = true; }
+
+ private:
+  stile::Processor& inner_;
+  bool armed_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("random mappings over two CPU clusters equal the same formats on one processor, bit for bit") {
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((dir.path / "config.json").string()));
+  TwoClusters p;
+  std::mt19937_64 rng(19);
+  for (int k = 0; k < 6; ++k) {
+    stile::OpMapping m;
+    m.format = random_formats(g, rng);
+    for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>(rng() % 2));
+    const std::vector<float> spread = run_mapped(dir.path, m, p.both());
+    stile::OpMapping one = m;
+    one.processor.assign(g.size(), 0);
+    const std::vector<float> alone = run_mapped(dir.path, one, p.both());
+    REQUIRE(spread.size() == 19 * 32);
+    CHECK(spread == alone);
+    // Where the engine can express the formats, it computes the same.
+    if (stile::expressible_as_model_precision(g, m.format)) {
+      CHECK(spread == run_model(stile::BertModel::load(dir.path, stile::to_model_precision(g, m.format))));
+    }
+  }
+  // Heads alternating between the clusters, each layer's heads in one format: the CPU engine's
+  // model of those formats, bit for bit.
+  for (int k = 0; k < 3; ++k) {
+    stile::OpMapping m;
+    m.format = stile::random_expressible_formats(g, [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); });
+    for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>((n + k) % 2));
+    CHECK(run_mapped(dir.path, m, p.both()) ==
+          run_model(stile::BertModel::load(dir.path, stile::to_model_precision(g, m.format))));
+  }
+}
+
+TEST_CASE("all-fp32 mapped over two clusters is the fp32 model; other formats stay close to it") {
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::BertModel fp32 = stile::BertModel::load(dir.path);
+  const std::vector<float> want = run_model(fp32);
+  const stile::OpGraph g = stile::op_graph_of(fp32.config());
+  TwoClusters p;
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); n += 2) m.processor[n] = 1;
+  CHECK(run_mapped(dir.path, m, p.both()) == want);
+  // Random formats: within the ibert cosine floor of tests/model/test_precision.cpp (the loosest
+  // format any node takes), and not fp32 itself.
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 3; ++k) {
+    m.format = random_formats(g, rng);
+    const std::vector<float> got = run_mapped(dir.path, m, p.both());
+    CHECK(stile_test::min_row_cosine(got, want, fp32.config().hidden) > 0.99);
+    CHECK(got != want);
+  }
+}
+
+TEST_CASE("a failing processor fails the request by name; the next request succeeds") {
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::OpGraph g = stile::op_graph_of(c);
+  TwoClusters p;
+  FailingProcessor flaky(p.b);
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0, NumberFormat::kInt8);
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    if (!stile::has_format(g.nodes[n].kind, NumberFormat::kInt8)) m.format[n] = NumberFormat::kF32;
+    if (n % 3 == 1) m.processor[n] = 1;  // layer0.qkv on cpu:b, and nodes after it
+  }
+  stile::MappedForward f(stile::BertWeights::load(dir.path, stile::mapped_weights_precision(g, m.format)), m,
+                         {&p.a, &flaky});
+  std::vector<float> first, hidden;
+  f.encode(requests(), first);
+  flaky.arm();
+  const std::string e = error_of([&] { f.encode(requests(), hidden); });
+  CHECK_THAT(e, Contains("processor 'cpu:b'") && Contains("linear q channels"));
+  f.encode(requests(), hidden);
+  CHECK(hidden == first);
+  // Again: every processor is usable after a failure.
+  flaky.arm();
+  CHECK_THAT(error_of([&] { f.encode(requests(), hidden); }), Contains("processor 'cpu:b'"));
+  f.encode(requests(), hidden);
+  CHECK(hidden == first);
+}
+
+TEST_CASE("mappings the processors or weights cannot run are refused") {
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 1);
+  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::OpGraph g = stile::op_graph_of(c);
+  TwoClusters p;
+  const auto refused = [&](const stile::OpMapping& m, std::vector<stile::Processor*> procs,
+                           const stile::ModelPrecision& load = {}) {
+    return error_of([&] { stile::MappedForward(stile::BertWeights::load(dir.path, load), m, std::move(procs)); });
+  };
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  CHECK_THAT(refused(stile::OpMapping::uniform(g.size() - 1, 0), p.both()), Contains("the model's graph"));
+  m.processor[3] = 2;
+  CHECK_THAT(refused(m, p.both()), Contains("layer0.head1 is mapped to processor 2 of 2"));
+  m.processor[3] = 0;
+  m.format[1] = NumberFormat::kInt8;  // layer0.qkv
+  CHECK_THAT(refused(m, p.both()), Contains("layer0.qkv is mapped to int8 but its weights are fp32"));
+  m.format[1] = NumberFormat::kInteger;
+  CHECK_THAT(refused(m, p.both()), Contains("layer0.qkv has no integer format"));
+  m.format[1] = NumberFormat::kF32;
+  CHECK_THAT(refused(m, {&p.a, &p.a}), Contains("are the same"));
+  // Processors the machine lacks, by the mapping file's names.
+  const auto opened = [&](std::vector<std::string> names) {
+    return error_of([&] { stile::open_mapping_processors(names, g, stile::OpMapping::uniform(g.size(), 0), "m.json"); });
+  };
+  CHECK_THAT(opened({"cpu:4000"}), Contains("m.json") && Contains("processor 'cpu:4000'") && Contains("has no core 4000"));
+  CHECK_THAT(opened({"gpu:0"}), Contains("processor 'gpu:0'") && Contains("unknown processor"));
+  CHECK_THAT(opened({"cpu:x"}), Contains("not cpu:N"));
+  CHECK_THAT(opened({"opencl:"}), Contains("not opencl:N"));
+  if (!stile::opencl_available()) CHECK_THAT(opened({"opencl:0"}), Contains("processor 'opencl:0'") && Contains("absent"));
+  CHECK(stile::open_mapping_processors({"cpu:0"}, g, stile::OpMapping::uniform(g.size(), 0), "m.json").owned.size() == 1);
+}
