@@ -31,8 +31,8 @@ namespace stile {
 // The int8 inliers and the exact fp32 outliers of one DictMatrix.
 struct DictInt8Weights {
   Int8Weights int8;                      // packed for the target it was decoded on; outliers stored 0
-  float scale = 1.0f;                    // s: every row's scale
-  std::vector<std::int8_t> table;        // the int8 value of each index (2^k entries)
+  float scale = 1.0f;                    // s: every row's scale (a stack: 0, its scales per row in int8)
+  std::vector<std::int8_t> table;        // the int8 value of each index (2^k entries; a stack: empty)
   std::vector<std::uint32_t> outlier_n;  // outliers: row, column and exact value
   std::vector<std::uint32_t> outlier_k;
   std::vector<float> outlier_v;
