@@ -162,6 +162,18 @@ int main(int argc, char** argv) {
   cli.precision(precision).help +=
       "; the store's GEMMs stay in its dictionary codec (decoded panel by panel), the preset sets LayerNorm, GELU "
       "and softmax";
+  cli.flag("--shard-gemm", "F",
+           "the linear layers over the store's shards: fp32 (default: dequantized inside the fp32 GEMM) or int8 "
+           "(decoded to int8, the int8 GEMM on u8 activations quantized per row)",
+           [&](std::string_view v) {
+             if (v == "fp32") {
+               options.shard_linear = stile::LinearFormat::kF32;
+             } else if (v == "int8") {
+               options.shard_linear = stile::LinearFormat::kInt8;
+             } else {
+               cli.fail("--shard-gemm: '" + std::string(v) + "' is not fp32 or int8");
+             }
+           });
   cli.flag("--bits", "B", "run the whole model with every shard at B bits (instead of the planner)",
            [&](std::string_view v) { bits = stile_cli::parse_bitwidth(v, "--bits"); });
   cli.flag("--layers", "N", "with --bits: the first N layers (default all)",
@@ -308,10 +320,12 @@ int main(int argc, char** argv) {
         "storage  {}{}\n", engine.backend_description(),
         engine.backend_description().find("emulat") != std::string::npos ? " (delays emulated; real bytes read)" : "");
     if (!engine.backend_note().empty()) fmt::print("note     {}\n", engine.backend_note());
-    if (precision != "fp32") {
-      fmt::print("formats  {}: LayerNorm {}, GELU {}, softmax {}; GEMMs on the store's dictionary shards\n", precision,
-                 stile::to_string(options.ops.layer_norm), stile::to_string(options.ops.gelu),
-                 stile::to_string(options.ops.softmax));
+    if (precision != "fp32" || options.shard_linear != stile::LinearFormat::kF32) {
+      fmt::print("formats  {}: LayerNorm {}, GELU {}, softmax {}; GEMMs on the store's dictionary shards ({})\n",
+                 precision, stile::to_string(options.ops.layer_norm), stile::to_string(options.ops.gelu),
+                 stile::to_string(options.ops.softmax),
+                 options.shard_linear == stile::LinearFormat::kInt8 ? "decoded to int8, int8 GEMM"
+                                                                    : "dequantized in the fp32 GEMM");
     }
     if (!clusters.empty()) {
       const auto where = [&](std::size_t i) {

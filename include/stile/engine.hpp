@@ -92,6 +92,10 @@ struct EngineOptions {
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
   OpFormats ops{};                   // LayerNorm, GELU, softmax formats (GEMMs: the shards' codec)
+  // The linear layers: kF32 dequantizes the shards inside the fp32 GEMM; kInt8 decodes them to
+  // int8 and runs the int8 GEMM (ops/sharded_layer.hpp). The device profile's T_comp is the
+  // format it was measured in.
+  LinearFormat shard_linear = LinearFormat::kF32;
   std::size_t layers_in_flight = 2;  // working-buffer slots: IO runs at most this many layers ahead
   PipelineMode mode = PipelineMode::pipelined;
   bool keep_working_buffer = false;  // keep it allocated between requests (no allocation per request)

@@ -64,7 +64,7 @@ class EngineCore {
         pool_(options_.threads, /*cpu_bound_workers=*/true),
         preload_(options_.preload_bytes),
         compute_(std::make_unique<CpuLayerCompute>(pool_, options_.tiles, working_.workspace, working_.arena,
-                                                   options_.ops)) {
+                                                   options_.ops, options_.shard_linear)) {
     require(options_.layers_in_flight >= 1, "engine: layers_in_flight must be at least 1");
     if (profile) {
       check_profile(*profile);

@@ -37,10 +37,11 @@ const stile_test::ConvertedStore& converted() {
 }
 
 // The reference: the same submodel run in memory, pooled and normalized as the engine does.
-std::vector<float> in_memory(const stile::Encoding& e, const stile::SubmodelPlan& plan) {
+std::vector<float> in_memory(const stile::Encoding& e, const stile::SubmodelPlan& plan,
+                             const stile::EncodeOptions& options = {}) {
   static const stile::ShardedBert bert = stile::ShardedBert::open(converted().store);
   std::vector<float> hidden;
-  const std::vector<std::size_t> lengths = bert.encode(std::span(&e, 1), hidden, plan);
+  const std::vector<std::size_t> lengths = bert.encode(std::span(&e, 1), hidden, plan, options);
   std::vector<float> out(bert.config().hidden);
   stile::pool_tokens(hidden, lengths[0], out.size(), stile::Pooling::kMean, out);
   stile::l2_normalize(out);
@@ -89,6 +90,29 @@ TEST_CASE("a plan run through the pipeline equals the same submodel run in memor
         CHECK(r.working_buffer_bytes > 0);
       }
       CHECK(engine.working_buffer_bytes() == 0);  // released after each request
+    }
+  }
+}
+
+TEST_CASE("the engine with its shards in int8 equals the in-memory int8 run and stays near the fp32 path",
+          "[engine][int8]") {
+  REQUIRE_MODEL();
+  for (const bool tiled : {false, true}) {
+    stile::EngineOptions options;
+    options.shard_linear = stile::LinearFormat::kInt8;
+    if (tiled) options.tiles = {16, 64};
+    stile::Engine engine(converted().store, options);
+    const stile::Encoding e = engine.tokenizer().encode("A man is playing a guitar on a quiet street.");
+    stile::EncodeOptions int8;
+    int8.linear = stile::LinearFormat::kInt8;
+    for (const stile::SubmodelPlan& plan : {stile::SubmodelPlan::uniform(6, 12, 4), mixed_plan()}) {
+      const stile::EngineResult r = engine.run(e, plan);
+      INFO((tiled ? "tiled, " : "untiled, ") << plan.layers.size() << " layers");
+      CHECK(max_abs_diff(r.embedding, in_memory(e, plan, int8)) <= 1e-6f);
+      const double cosine = stile::cosine_similarity(r.embedding, in_memory(e, plan));
+      INFO("cosine to the fp32 path " << cosine);
+      CHECK(cosine >= 0.995);
+      CHECK(cosine < 1.0 - 1e-7);  // it did run in int8
     }
   }
 }

@@ -31,8 +31,8 @@ namespace stile {
 // The int8 inliers and the exact fp32 outliers of one DictMatrix.
 struct DictInt8Weights {
   Int8Weights int8;                      // packed for the target it was decoded on; outliers stored 0
-  float scale = 1.0f;                    // s: every row's scale
-  std::vector<std::int8_t> table;        // the int8 value of each index (2^k entries)
+  float scale = 1.0f;                    // s: every row's scale (a stack: 0, its scales per row in int8)
+  std::vector<std::int8_t> table;        // the int8 value of each index (2^k entries; a stack: empty)
   std::vector<std::uint32_t> outlier_n;  // outliers: row, column and exact value
   std::vector<std::uint32_t> outlier_k;
   std::vector<float> outlier_v;
@@ -46,20 +46,31 @@ void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::
                             std::int32_t* col_sums);
 }  // namespace detail
 
-// Decodes m (2..6 bits; not 32) for the int8 GEMM of the target the CPU runs now.
-inline DictInt8Weights decode_to_int8(const DictMatrix& m) {
+// The scale decode_to_int8 gives m (2..6 bits) on a target of weight range qmax: max |centroid| /
+// qmax (1 when every centroid is 0). Throws on a centroid that is not finite.
+inline float dict_int8_scale(const DictMatrix& m, std::int32_t qmax) {
+  validate_weights(m);
+  require(m.bits != 32, "decode_to_int8: 32-bit weights are not dictionary-quantized (use quantize_int8)");
+  float amax = 0.0f;
+  for (std::size_t i = 0; i < (std::size_t{1} << m.bits); ++i) {
+    require(std::isfinite(m.centroids[i]), "decode_to_int8: a centroid is not finite");
+    amax = std::max(amax, std::abs(m.centroids[i]));
+  }
+  return amax > 0.0f ? amax / static_cast<float>(qmax) : 1.0f;
+}
+
+// Decodes m (2..6 bits; not 32) for the int8 GEMM of the target the CPU runs now, its centroids
+// rounded with `scale` (clamped to the target's range: a scale below dict_int8_scale(m) clips
+// the largest centroids). The stacks of shards (kernels/dict_int8_stack.hpp) pass one scale for
+// several blocks.
+inline DictInt8Weights decode_to_int8(const DictMatrix& m, float scale) {
   validate_weights(m);
   require(m.bits != 32, "decode_to_int8: 32-bit weights are not dictionary-quantized (use quantize_int8)");
   const Int8Packing packing = int8_packing();
   const std::int32_t qmax = packing.weight_max;
   const std::size_t entries = std::size_t{1} << m.bits, N = m.n_rows, K = m.n_cols, nr = packing.nr;
   DictInt8Weights out;
-  float amax = 0.0f;
-  for (std::size_t i = 0; i < entries; ++i) {
-    require(std::isfinite(m.centroids[i]), "decode_to_int8: a centroid is not finite");
-    amax = std::max(amax, std::abs(m.centroids[i]));
-  }
-  out.scale = amax > 0.0f ? amax / static_cast<float>(qmax) : 1.0f;
+  out.scale = scale;
   validate_int8_scale(out.scale, "dictionary", 0);
   out.table.assign(64, 0);
   for (std::size_t i = 0; i < entries; ++i) {
@@ -86,6 +97,11 @@ inline DictInt8Weights decode_to_int8(const DictMatrix& m) {
                              qmax, Int8Scheme::kSymmetricPerChannel};
   validate(out.int8.view, "dictionary");
   return out;
+}
+
+// Decodes m (2..6 bits) with its own scale, dict_int8_scale(m).
+inline DictInt8Weights decode_to_int8(const DictMatrix& m) {
+  return decode_to_int8(m, dict_int8_scale(m, int8_weight_max()));
 }
 
 // C[M x N] = quant(A) * int8(W)^T (the int8 GEMM, no epilogue) + the outliers' exact products.

@@ -53,9 +53,11 @@ inline void check_submodel_plan(const ShardStore& store, const SubmodelPlan& pla
 
 // How to run a request: threads, and the layer operators' tiles (untiled by default).
 struct EncodeOptions {
-  ThreadPool* pool = nullptr;  // null: the default pool
-  LayerTiles tiles{};          // {0, 0}: the untiled layer; else the tiled one (ops/tiled_layer.hpp)
-  Arena* arena = nullptr;      // the tiled layer's working memory (null: one per call)
+  ThreadPool* pool = nullptr;                // null: the default pool
+  LayerTiles tiles{};                        // {0, 0}: the untiled layer; else the tiled one (ops/tiled_layer.hpp)
+  Arena* arena = nullptr;                    // the tiled layer's working memory (null: one per call)
+  OpFormats ops{};                           // LayerNorm, GELU, softmax formats
+  LinearFormat linear = LinearFormat::kF32;  // the linear layers' (ops/sharded_layer.hpp)
 };
 
 class ShardedBert {
@@ -80,7 +82,8 @@ class ShardedBert {
     if (packed.tokens() == 0) return packed.lengths;
     EncoderWorkspace ws;
     Arena own_arena;
-    CpuLayerCompute compute(threads, options.tiles, ws, options.arena != nullptr ? *options.arena : own_arena);
+    CpuLayerCompute compute(threads, options.tiles, ws, options.arena != nullptr ? *options.arena : own_arena,
+                            options.ops, options.linear);
     for (std::size_t l = 0; l < plan.layers.size(); ++l) {
       // The layer's shard versions are read, used and released: one layer's shards in memory.
       std::vector<ShardBuffer> buffers;

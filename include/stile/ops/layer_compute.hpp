@@ -32,19 +32,20 @@ class LayerCompute {
 
 // The layer on the CPU thread pool, untiled (tiles {0, 0}: the workspace holds the layer's
 // activations) or tiled (the arena holds the tiles: ops/tiled_layer.hpp), with LayerNorm, GELU
-// and softmax in the formats `ops` names. Holds references only; the caller owns the pool, the
-// workspace and the arena (the engine's working buffer).
+// and softmax in the formats `ops` names, and the linear layers in `linear` (kF32: dequantized
+// inside the fp32 GEMM; kInt8: decoded to int8, ops/sharded_layer.hpp). Holds references only; the
+// caller owns the pool, the workspace and the arena (the engine's working buffer).
 class CpuLayerCompute final : public LayerCompute {
  public:
   CpuLayerCompute(ThreadPool& pool, LayerTiles tiles, EncoderWorkspace& workspace, Arena& arena,
-                  const OpFormats& ops = {})
-      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(&arena), ops_(ops) {}
+                  const OpFormats& ops = {}, LinearFormat linear = LinearFormat::kF32)
+      : pool_(pool), tiles_(tiles), workspace_(workspace), arena_(&arena), ops_(ops), linear_(linear) {}
   // The untiled layer only (it needs no arena).
   CpuLayerCompute(ThreadPool& pool, EncoderWorkspace& workspace) : pool_(pool), workspace_(workspace) {}
 
   void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
-    const ShardedLayer layer(shape, shards, resident, ops_);
+    const ShardedLayer layer(shape, shards, resident, ops_, linear_, &pool_);
     if (tiles_.query == 0) {
       layer.run(config, x, seq_offsets, workspace_, pool_);
     } else {
@@ -58,6 +59,7 @@ class CpuLayerCompute final : public LayerCompute {
   EncoderWorkspace& workspace_;
   Arena* arena_ = nullptr;  // set when tiled
   OpFormats ops_{};
+  LinearFormat linear_ = LinearFormat::kF32;
 };
 
 }  // namespace stile

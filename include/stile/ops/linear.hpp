@@ -3,12 +3,15 @@
 // weights through the fp32 GEMM's codecs, or int8 weights through the int8 GEMM (activations
 // quantized per row on the fly). The layer operators call linear() for every weight type: a
 // compile-time codec goes straight to gemm(), a LinearView picks its kernel by its format.
+#include <algorithm>
 #include <cstddef>
 #include <string_view>
 #include <utility>
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/kernels/activation.hpp"
+#include "stile/kernels/dict_int8_stack.hpp"
 #include "stile/kernels/fp16_weights.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/int8_gemm.hpp"
@@ -74,6 +77,14 @@ struct LinearWeights {
   }
 };
 
+// Non-owning: a stack of shards decoded to int8 (kernels/dict_int8_stack.hpp), as the layer
+// assembled from shards reads it in the int8 linear format (ops/sharded_layer.hpp).
+struct DictInt8View {
+  const DictInt8Weights* weights = nullptr;
+  std::size_t rows() const noexcept { return weights->int8.view.rows(); }
+  std::size_t cols() const noexcept { return weights->int8.view.cols(); }
+};
+
 // C = epilogue(A * W^T) in W's format (the contract of gemm() in kernels/gemm.hpp). The
 // erf-approximated GELU (epilogue::BiasGeluErfApprox) is fused into the int8 GEMM; other formats
 // run a Bias GEMM and then the GELU over C.
@@ -97,6 +108,37 @@ void linear(std::size_t M, const float* A, std::size_t lda, const W& w, float* C
   } else {
     gemm(M, A, lda, w, C, ldc, epi, pool);
   }
+}
+
+// C = epilogue(A * W^T) for shards decoded to int8: the int8 GEMM, then one pass over the rows
+// that adds the outliers' exact fp32 products and applies the activation. The outliers must enter
+// before a GELU, and bias and residual are linear, so the GEMM applies those and only the
+// activation waits for the outliers (the int8 GEMM's epilogue has no hook between the two).
+template <class Epi>
+requires is_epilogue_v<Epi>
+void linear(std::size_t M, const float* A, std::size_t lda, const DictInt8View& w, float* C, std::size_t ldc,
+            const Epi& epi, ThreadPool* pool) {
+  static_assert(Epi::activation == Activation::kNone || !Epi::has_residual,
+                "linear: an activation and a residual in one epilogue (as gemm())");
+  require(w.weights != nullptr, "linear: int8 shard weights not decoded");
+  const DictInt8Weights& d = *w.weights;
+  using Linear = Epilogue<Epi::has_bias, Activation::kNone, Epi::has_residual>;
+  gemm_int8(M, A, lda, d.int8.view, C, ldc,
+            Linear{.bias = epi.bias, .residual = epi.residual, .residual_ld = epi.residual_ld}, pool);
+  if (M == 0 || (d.outlier_v.empty() && Epi::activation == Activation::kNone)) return;
+  const std::size_t N = d.int8.view.rows();
+  auto rows = [&](std::size_t m0, std::size_t m1) {
+    add_dict_outliers(d, A, lda, C, ldc, m0, m1);
+    for (std::size_t m = m0; m < m1; ++m) {
+      if constexpr (Epi::activation == Activation::kGelu) gelu_inplace(C + m * ldc, N);
+      if constexpr (Epi::activation == Activation::kGeluErfApprox) gelu_erf_approx_inplace(C + m * ldc, N);
+    }
+  };
+  ThreadPool& threads = pool != nullptr ? *pool : default_thread_pool();
+  constexpr std::size_t kMinRowsPerTask = 8;
+  const std::size_t tasks = std::min(threads.num_threads(), std::max<std::size_t>(1, M / kMinRowsPerTask));
+  if (tasks <= 1) return rows(0, M);
+  threads.run(tasks, [&](std::size_t t, std::size_t) { rows(t * M / tasks, (t + 1) * M / tasks); });
 }
 
 }  // namespace stile

@@ -8,8 +8,14 @@
 // With all M shards this is exactly the layer of ops/encoder_layer.hpp; with fewer, attention
 // runs over the chosen heads only (W_o sums over their columns) and the FFN over the chosen
 // neurons only, the residuals and LayerNorms as in the full layer.
+//
+// Linear format (`linear`): kF32 (the default) is the above, the fp32 GEMM dequantizing panel by
+// panel; kInt8 decodes each stack once, when the layer is made, to int8 (kernels/dict_int8_stack.hpp:
+// the scales of row and column stacks, outliers kept exact) and runs the int8 GEMM with u8
+// activations quantized per row (ops/linear.hpp adds the outliers before the GELU).
 #include <cmath>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -21,6 +27,7 @@
 #include "stile/kernels/gemm.hpp"
 #include "stile/store/shard_view.hpp"
 #include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/linear.hpp"
 #include "stile/ops/precision.hpp"
 #include "stile/ops/tiled_layer.hpp"
 
@@ -48,11 +55,13 @@ LayerResidentView resident_view(const Resident& r) noexcept {
 // LayerView the layer operators (untiled and tiled) read.
 class ShardedLayer {
  public:
-  // `ops`: the formats of LayerNorm, GELU and softmax (the GEMMs run on the shards' own codec).
+  // `ops`: the formats of LayerNorm, GELU and softmax; `linear`: kF32 (the GEMMs dequantize the
+  // shards' own codec) or kInt8 (decoded to int8 here, on `pool`, the default pool if null).
   ShardedLayer(const ShardShape& shape, std::span<const ShardView> shards, const LayerResidentView& resident,
-               const OpFormats& ops = {})
+               const OpFormats& ops = {}, LinearFormat linear = LinearFormat::kF32, ThreadPool* pool = nullptr)
       : m_(shards.size()) {
     require(m_ > 0, "sharded layer: no shards chosen");
+    require(linear != LinearFormat::kF16, "sharded layer: the shards have no fp16 format (fp32 or int8)");
     for (const ShardMatrix part : {ShardMatrix::kQuery, ShardMatrix::kKey, ShardMatrix::kValue}) {
       for (const ShardView& s : shards) qkv_blocks_.push_back(s.matrix(part));
     }
@@ -89,6 +98,7 @@ class ShardedLayer {
     // The shards store W_q as trained, so the 1/sqrt(head_dim) of attention goes into softmax.
     view_.attn_scale = 1.0f / std::sqrt(static_cast<float>(view_.head_dim));
     view_.ops = ops;
+    if (linear == LinearFormat::kInt8) make_int8(pool != nullptr ? *pool : default_thread_pool());
   }
   ShardedLayer(const ShardedLayer&) = delete;  // the stacks point into the block vectors
   ShardedLayer& operator=(const ShardedLayer&) = delete;
@@ -96,23 +106,62 @@ class ShardedLayer {
   std::size_t shards() const noexcept { return m_; }
   std::size_t heads() const noexcept { return view_.heads; }
   const LayerView<StackedDict>& view() const noexcept { return view_; }
+  LinearFormat linear_format() const noexcept { return int8_ ? LinearFormat::kInt8 : LinearFormat::kF32; }
 
   // x: [tokens x d] packed rows of all sequences, updated in place; seq_offsets: n + 1 offsets.
   // Tiled (ops/tiled_layer.hpp) when tiles are given, with its working memory from `arena`.
   void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, const LayerTiles& tiles,
            Arena& arena, ThreadPool& pool) const {
+    if (int8_) return tiled_encoder_layer(int8_->view, c, x, seq_offsets, tiles, arena, pool);
     tiled_encoder_layer(view_, c, x, seq_offsets, tiles, arena, pool);
   }
   void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws,
            ThreadPool& pool) const {
+    if (int8_) return encoder_layer(int8_->view, c, x, seq_offsets, ws, pool);
     encoder_layer(view_, c, x, seq_offsets, ws, pool);
   }
 
  private:
+  // The five stacks decoded to int8, and the same layer over them.
+  struct Int8Layer {
+    DictInt8Weights q, kv, attn_out, ffn_in, ffn_out;
+    LayerView<DictInt8View> view;
+  };
+
+  void make_int8(ThreadPool& pool) {
+    int8_ = std::make_unique<Int8Layer>();
+    Int8Layer& l = *int8_;
+    l.q = decode_to_int8(view_.q, &pool);
+    l.kv = decode_to_int8(view_.kv, &pool);
+    l.attn_out = decode_to_int8(view_.attn_out, &pool);
+    l.ffn_in = decode_to_int8(view_.ffn_in, &pool);
+    l.ffn_out = decode_to_int8(view_.ffn_out, &pool);
+    LayerView<DictInt8View>& v = l.view;
+    v.q = {&l.q};
+    v.kv = {&l.kv};
+    v.attn_out = {&l.attn_out};
+    v.ffn_in = {&l.ffn_in};
+    v.ffn_out = {&l.ffn_out};
+    v.q_bias = view_.q_bias;
+    v.kv_bias = view_.kv_bias;
+    v.attn_out_bias = view_.attn_out_bias;
+    v.ln1_gamma = view_.ln1_gamma;
+    v.ln1_beta = view_.ln1_beta;
+    v.ffn_in_bias = view_.ffn_in_bias;
+    v.ffn_out_bias = view_.ffn_out_bias;
+    v.ln2_gamma = view_.ln2_gamma;
+    v.ln2_beta = view_.ln2_beta;
+    v.heads = view_.heads;
+    v.head_dim = view_.head_dim;
+    v.attn_scale = view_.attn_scale;
+    v.ops = view_.ops;
+  }
+
   std::size_t m_;
   std::vector<DictMatrix> qkv_blocks_, attn_out_blocks_, ffn_in_blocks_, ffn_out_blocks_;
   std::vector<float> qkv_bias_, ffn_in_bias_;
   LayerView<StackedDict> view_;
+  std::unique_ptr<Int8Layer> int8_;  // set in the int8 linear format
 };
 
 }  // namespace stile

@@ -1,0 +1,213 @@
+#pragma once
+// A stack of shard blocks (StackedDict: dictionary blocks of 2..6 bits and fp32 blocks, stacked
+// along the output rows or along the input columns) decoded to int8 as ONE int8 weight matrix for
+// the int8 GEMM: the int8 linear format of the layer assembled from shards (ops/sharded_layer.hpp).
+//
+//   const stile::DictInt8Weights w = stile::decode_to_int8(stack, &pool);  // per request and layer
+//   stile::gemm_int8(M, A, lda, w.int8.view, C, ldc, epi, &pool);          // then add the outliers:
+//   stile::add_dict_outliers(w, A, lda, C, ldc, 0, M);                    //   ops/linear.hpp does both
+//
+// Scales, one per output row (what the int8 GEMM takes):
+//   rows stacked (Q, K, V, FFN1): each row lies in one block and takes that block's scale: a
+//     dictionary block's dict_int8_scale (max |centroid| / qmax, as decode_to_int8 of the block
+//     alone), an fp32 block's rows their own max |w| / qmax (symmetric per channel).
+//   columns stacked (W_o, FFN2): each row runs through every block and the integer product sums
+//     over all of them, so one scale must serve the whole row. It is the largest dictionary
+//     block's scale (the same for every row: a block's rows all draw on its centroids), so a block
+//     of narrower centroids is rounded on a coarser grid than its own (the cost is measured in
+//     docs/results.md). fp32 blocks are rounded with it too, and their weights beyond +-qmax of it
+//     become exact outliers, like the dictionary's own. Without a dictionary block, each row takes
+//     its max |w| over all blocks.
+//   (The other way, a partial int32 product per block rescaled and summed in fp32, keeps every
+//   block's scale but turns one GEMM over K into m GEMMs over K/m columns each, with m passes of
+//   the output.)
+// Outliers are 0 in the int8 matrix and kept as exact fp32 (row, column, value) in the stack's
+// coordinates; they must be added before a non-linear epilogue (ops/linear.hpp does).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "stile/core/error.hpp"
+#include "stile/core/thread_pool.hpp"
+#include "stile/kernels/codec.hpp"
+#include "stile/kernels/dict_int8.hpp"
+#include "stile/quant/int8_weights.hpp"
+#include "stile/quant/packed_layout.hpp"
+
+namespace stile {
+
+namespace detail {
+
+// W[n][k] of an fp32 (32-bit) block: slabs of kGroupRows rows by one column (quant/packed_layout.hpp).
+inline float f32_block_value(const DictMatrix& b, std::size_t n, std::size_t k) noexcept {
+  const std::uint8_t* slab =
+      b.packed + ((n / quant::kGroupRows) * b.n_cols + k) * quant::slab_bytes(32) + (n % quant::kGroupRows) * 4;
+  float v;
+  std::memcpy(&v, slab, sizeof v);
+  return v;
+}
+
+// max |W[n][:]| / qmax of an fp32 block (0 when the row is 0); throws on a weight that is not finite.
+inline float f32_block_row_max(const DictMatrix& b, std::size_t n) {
+  float amax = 0.0f;
+  for (std::size_t k = 0; k < b.n_cols; ++k) {
+    const float v = f32_block_value(b, n, k);
+    require(std::isfinite(v), "decode_to_int8: an fp32 shard weight is not finite");
+    amax = std::max(amax, std::abs(v));
+  }
+  return amax;
+}
+
+// An fp32 block rounded with row_scale[n] per row (in the block's own coordinates); a weight
+// beyond +-qmax becomes an outlier (0 in the int8 matrix, exact in the list).
+inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<float>& row_scale,
+                                         Int8Packing packing) {
+  const std::size_t N = b.n_rows, K = b.n_cols, nr = packing.nr, Kp = int8_padded_k(K);
+  const auto qmax = static_cast<float>(packing.weight_max);
+  DictInt8Weights out;
+  out.scale = 0.0f;
+  out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
+  for (std::size_t n = 0; n < N; ++n) {
+    const float s = row_scale[n];
+    std::int8_t* panel = out.int8.packed.data() + (n / nr) * Kp * nr;
+    std::int32_t sum = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      const float v = f32_block_value(b, n, k);
+      require(std::isfinite(v), "decode_to_int8: an fp32 shard weight is not finite");
+      float q = std::nearbyint(v / s);
+      if (std::abs(q) > qmax) {
+        out.outlier_n.push_back(static_cast<std::uint32_t>(n));
+        out.outlier_k.push_back(static_cast<std::uint32_t>(k));
+        out.outlier_v.push_back(v);
+        q = 0.0f;
+      }
+      panel[((k / kInt8KGroup) * nr + n % nr) * kInt8KGroup + k % kInt8KGroup] = static_cast<std::int8_t>(q);
+      sum += static_cast<std::int32_t>(q);
+    }
+    out.int8.col_sums[n] = sum;
+    out.int8.scales[n] = s;
+  }
+  out.int8.view =
+      Int8Matrix{out.int8.packed.data(), out.int8.scales.data(),          out.int8.col_sums.data(), 0, N, K, nr,
+                 packing.weight_max,     Int8Scheme::kSymmetricPerChannel};
+  return out;
+}
+
+// Copies block `src` (packed for the same panel width) into `dst` (its view set) at rows n0.., columns k0..: whole
+// panels by memcpy when the block starts on a panel row and a k-group, value by value otherwise.
+// A whole-panel copy also writes the block's zero padding, so blocks are placed in order (a
+// later block overwrites what an earlier one padded).
+inline void place_int8_block(DictInt8Weights& dst, const DictInt8Weights& src, std::size_t n0, std::size_t k0) {
+  const Int8Matrix& s = src.int8.view;
+  const std::size_t nr = s.nr, Kp = dst.int8.view.padded_cols(), Kps = s.padded_cols();
+  if (n0 % nr == 0 && k0 % kInt8KGroup == 0) {
+    for (std::size_t p = 0; p < s.panels(); ++p) {
+      std::memcpy(dst.int8.packed.data() + (n0 / nr + p) * Kp * nr + k0 * nr, s.packed + p * Kps * nr, Kps * nr);
+    }
+  } else {
+    for (std::size_t n = 0; n < s.n_rows; ++n) {
+      const std::size_t dn = n0 + n;
+      std::int8_t* panel = dst.int8.packed.data() + (dn / nr) * Kp * nr;
+      for (std::size_t k = 0; k < s.n_cols; ++k) {
+        const std::size_t dk = k0 + k;
+        panel[((dk / kInt8KGroup) * nr + dn % nr) * kInt8KGroup + dk % kInt8KGroup] = s.stored(n, k);
+      }
+    }
+  }
+  for (std::size_t n = 0; n < s.n_rows; ++n) {
+    dst.int8.col_sums[n0 + n] += s.col_sums[n];
+    dst.int8.scales[n0 + n] = s.scales[n];  // columns stacked: every block has the row's one scale
+  }
+  for (std::size_t i = 0; i < src.outlier_v.size(); ++i) {
+    dst.outlier_n.push_back(static_cast<std::uint32_t>(n0 + src.outlier_n[i]));
+    dst.outlier_k.push_back(static_cast<std::uint32_t>(k0 + src.outlier_k[i]));
+    dst.outlier_v.push_back(src.outlier_v[i]);
+  }
+}
+
+}  // namespace detail
+
+// Decodes a stack (its blocks 2..6 or 32 bits, mixed) for the int8 GEMM of the target the CPU runs
+// now, with the scales above. The blocks are decoded in parallel on `pool` when given. The
+// result's `scale` is 0 and `table` empty (a stack has a scale per row: int8.scales).
+inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = nullptr) {
+  validate_weights(s);
+  const Int8Packing packing = int8_packing();
+  const std::int32_t qmax = packing.weight_max;
+  const bool by_rows = s.axis == StackedDict::Axis::kRows;
+  const std::size_t B = s.blocks.size(), N = s.n_rows, K = s.n_cols;
+  auto usable = [](float amax, std::int32_t q) { return amax > 0.0f ? amax / static_cast<float>(q) : 1.0f; };
+
+  // Every block's scale of each of its rows.
+  std::vector<std::vector<float>> row_scale(B);
+  if (by_rows) {
+    for (std::size_t b = 0; b < B; ++b) {
+      const DictMatrix& m = s.blocks[b];
+      row_scale[b].resize(m.n_rows);
+      if (m.bits == 32) {
+        for (std::size_t n = 0; n < m.n_rows; ++n) row_scale[b][n] = usable(detail::f32_block_row_max(m, n), qmax);
+      } else {
+        std::fill(row_scale[b].begin(), row_scale[b].end(), dict_int8_scale(m, qmax));
+      }
+    }
+  } else {
+    float common = 0.0f;  // the largest dictionary block's scale (0: none)
+    for (const DictMatrix& m : s.blocks) {
+      if (m.bits != 32) common = std::max(common, dict_int8_scale(m, qmax));
+    }
+    std::vector<float> row(N, common);
+    if (common == 0.0f) {
+      for (std::size_t n = 0; n < N; ++n) {
+        float amax = 0.0f;
+        for (const DictMatrix& m : s.blocks) amax = std::max(amax, detail::f32_block_row_max(m, n));
+        row[n] = usable(amax, qmax);
+      }
+    }
+    for (std::size_t b = 0; b < B; ++b) row_scale[b] = row;
+  }
+
+  std::vector<DictInt8Weights> parts(B);
+  auto decode = [&](std::size_t b, std::size_t /*worker*/) {
+    const DictMatrix& m = s.blocks[b];
+    parts[b] = m.bits == 32 ? detail::f32_block_to_int8(m, row_scale[b], packing)
+                            : (m.n_rows == 0 ? DictInt8Weights{} : decode_to_int8(m, row_scale[b][0]));
+  };
+  if (pool != nullptr && B > 1) {
+    pool->run(B, decode);
+  } else {
+    for (std::size_t b = 0; b < B; ++b) decode(b, 0);
+  }
+
+  DictInt8Weights out;
+  out.scale = 0.0f;
+  const std::size_t nr = packing.nr, Kp = int8_padded_k(K);
+  out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
+  out.int8.view =
+      Int8Matrix{out.int8.packed.data(),          out.int8.scales.data(), out.int8.col_sums.data(), 0, N, K, nr, qmax,
+                 Int8Scheme::kSymmetricPerChannel};
+  std::size_t start = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    if (s.blocks[b].n_rows == 0 || s.blocks[b].n_cols == 0) continue;
+    detail::place_int8_block(out, parts[b], by_rows ? start : 0, by_rows ? 0 : start);
+    start += by_rows ? s.blocks[b].n_rows : s.blocks[b].n_cols;
+  }
+  validate(out.int8.view, "stacked shards");
+  return out;
+}
+
+// C[m][n] += A[m][k] * value for every outlier of w, rows m0..m1 of A and C: the exact fp32 part
+// of gemm_dict_int8, row by row (a row of A and of C stay in L1 while every outlier is added).
+inline void add_dict_outliers(const DictInt8Weights& w, const float* A, std::size_t lda, float* C, std::size_t ldc,
+                              std::size_t m0, std::size_t m1) noexcept {
+  const std::size_t n_out = w.outlier_v.size();
+  for (std::size_t m = m0; m < m1; ++m) {
+    const float* a = A + m * lda;
+    float* c = C + m * ldc;
+    for (std::size_t i = 0; i < n_out; ++i) c[w.outlier_n[i]] += a[w.outlier_k[i]] * w.outlier_v[i];
+  }
+}
+
+}  // namespace stile
