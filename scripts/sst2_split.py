@@ -9,7 +9,7 @@ calibrate. This file reimplements mt19937_64 and that draw exactly, so the fine-
 
     python3 scripts/sst2_split.py --digest [--rows 65349]   prints the split's digest (see digest())
 
-tests/calibrate/test_sst2_split_digest.cpp checks the C++ split gives the same digest, and the
+tests/eval/test_sst2.cpp checks the C++ split gives the same digest, and the
 ctest `sst2_split_python` runs this script against the same committed value.
 """
 import argparse
@@ -20,7 +20,7 @@ DEFAULT_SEED = 20261123
 DEFAULT_TRAIN = 8000
 DEFAULT_CALIBRATION = 1000
 # The digest of split_sst2(65349) with the default Sst2Split (SST-2 train.tsv has 65,349 rows).
-EXPECTED_DIGEST_65349 = "see tests"
+EXPECTED_DIGEST_65349 = "707e611dd85bb6c0"  # tests/eval/test_sst2.cpp checks the C++ side
 
 
 class MT19937_64:
