@@ -10,6 +10,9 @@
 // The split (seed, head-training and calibration sizes) is the heads file's, so the calibration
 // rows are never rows the gold head was trained on.
 //
+// --prefix-ranking: the ranking is each layer's stored order (a model trained so that shards 0..m-1
+// are the best m, scripts/finetune_elastic.py, whose one-shard-at-a-time scores differ by noise).
+//
 // Exit status: 0 ok, 1 runtime error, 2 usage error.
 #include <algorithm>
 #include <chrono>
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   using stile_cli::Sidecar;
   std::filesystem::path sst2_dir = STILE_SST2_DIR;
   std::optional<std::filesystem::path> heads_path, out;
+  bool prefix_ranking = false;
   std::string head_key = "gold";
   std::size_t threads = 0, limit = 0;
   stile::ImportanceOptions options;
@@ -59,6 +63,10 @@ int main(int argc, char** argv) {
   cli.flag("--head", "KEY", "the head to classify with", head_key);
   cli.flag("--out", "FILE", "where to write the profile (default: STORE.importance.json)", out);
   cli.flag("--limit", "K", "only the first K calibration sentences (a quick look; default: all)", limit).at_least(1);
+  cli.toggle("--prefix-ranking",
+             "rank each layer's shards in stored order (0 first): for a model trained so that shards 0..m-1 are the "
+             "best m (scripts/finetune_elastic.py); the measured scores are still recorded",
+             [&] { prefix_ranking = true; });
   cli.threads(threads);
   cli.flag("--batch", "B", "sentences per layer run", options.batch).at_least(1);
   const std::vector<std::string> positional = cli.parse(argc, argv);
@@ -108,6 +116,20 @@ int main(int argc, char** argv) {
     stile::ImportanceProfile p = stile::profile_importance(store, encodings, calibration.labels, head, options);
     p.split = heads.split;
     p.head = head_key;
+    if (prefix_ranking) {
+      // The file allows a ranking measured another way (plan/importance.hpp). The global order
+      // keeps the measured order among shards of the same stored position, so it still agrees
+      // with the (identity) ranking layer by layer.
+      std::vector<std::size_t> measured_rank(N * M);
+      for (std::size_t r = 0; r < p.order.size(); ++r) measured_rank[p.order[r].layer * M + p.order[r].shard] = r;
+      std::stable_sort(p.order.begin(), p.order.end(), [&](const stile::LayerShard& a, const stile::LayerShard& b) {
+        return a.shard != b.shard ? a.shard < b.shard
+                                  : measured_rank[a.layer * M + a.shard] < measured_rank[b.layer * M + b.shard];
+      });
+      for (auto& layer : p.ranking) {
+        for (std::size_t s = 0; s < layer.size(); ++s) layer[s] = s;
+      }
+    }
     p.save(*out);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -14,6 +14,13 @@
 // each layer. Heads already in the output file and not retrained are kept (the file's store and
 // split must match).
 //
+// A fine-tuned checkpoint that carries its own classifier (scripts/finetune_elastic.py,
+// model/checkpoint_classifier.hpp): --model-head MODEL_DIR puts that one head under every shape
+// instead of fitting one per shape (no head-training rows are embedded; each head's
+// "train_accuracy" is then its calibration accuracy, as nothing was fit here). --bits K runs the
+// shards at K bits instead of the store's highest; --dev-csv FILE also reports every trained
+// head's SST-2 dev accuracy (reporting only: nothing is chosen by it), one CSV row per shape.
+//
 // Exit status: 0 ok, 1 runtime error, 2 usage error.
 #include <algorithm>
 #include <chrono>
@@ -38,6 +45,7 @@
 #include "sidecar.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/model/checkpoint_classifier.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/layerwise.hpp"
 #include "stile/calibrate/sst2.hpp"
@@ -97,7 +105,8 @@ Shapes parse_shapes(const stile_cli::Parser& cli, std::string_view list, std::si
 int main(int argc, char** argv) {
   std::filesystem::path sst2_dir = STILE_SST2_DIR;
   std::string shapes_text = "all";
-  std::optional<std::filesystem::path> importance_path, out;
+  std::optional<std::filesystem::path> importance_path, out, model_head_dir, dev_csv;
+  unsigned run_bits = 0;  // 0: the store's highest
   std::size_t threads = 0, batch = 64;
   stile::Sst2Split split;
   stile::LogisticRegressionOptions lr;
@@ -117,6 +126,12 @@ int main(int argc, char** argv) {
            importance_path);
   cli.flag("--out", "FILE", "the heads file (default: STORE.heads.json); heads in it that are not retrained are kept",
            out);
+  cli.flag("--model-head", "MODEL_DIR",
+           "use the classifier of this fine-tuned checkpoint (classifier.weight/bias) for every shape instead of "
+           "fitting heads",
+           model_head_dir);
+  cli.flag("--bits", "K", "run every shard at K bits (default: the store's highest)", run_bits);
+  cli.flag("--dev-csv", "FILE", "also write each head's SST-2 dev accuracy (reporting only) to this CSV", dev_csv);
   cli.threads(threads);
   cli.flag("--batch", "B", "sentences per layer run", batch).at_least(1);
   cli.flag("--seed", "S", "the split's seed", split.seed);
@@ -134,7 +149,23 @@ int main(int argc, char** argv) {
     const auto t_start = std::chrono::steady_clock::now();
     const stile::ShardStore store = stile::ShardStore::open(store_path);
     const std::size_t N = store.num_layers(), M = store.shards_per_layer(), d = store.config().hidden;
-    const unsigned top_bits = store.bits().back();
+    unsigned top_bits = store.bits().back();
+    if (run_bits != 0) {
+      const auto& b = store.bits();
+      if (std::find(b.begin(), b.end(), run_bits) == b.end()) {
+        cli.fail(fmt::format("--bits {}: the store has no shards at that bitwidth", run_bits));
+      }
+      top_bits = run_bits;
+    }
+    std::optional<stile::LinearHead> model_head;
+    if (model_head_dir) {
+      model_head = stile::load_checkpoint_classifier(*model_head_dir);
+      if (!model_head) {
+        throw stile::Error(fmt::format("stile: {}: has no classifier (classifier.weight, classifier.bias)",
+                                       (*model_head_dir / "model.safetensors").string()));
+      }
+      model_head->check(d);
+    }
     const Shapes shapes = parse_shapes(cli, shapes_text, N, M);
 
     stile::ShardRanking ranking;  // empty: shards 0..m-1
@@ -146,7 +177,9 @@ int main(int argc, char** argv) {
     const stile::LabeledSentences train_all = stile::read_glue_tsv(sst2_dir / "train.tsv");
     const stile::LabeledSentences dev = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::Sst2Parts parts = stile::split_sst2(train_all.size(), split);
-    const stile::LabeledSentences train = train_all.subset(parts.train);
+    // With --model-head nothing is fit: the head-training rows are not embedded.
+    const stile::LabeledSentences train =
+        model_head ? stile::LabeledSentences{} : train_all.subset(parts.train);
     const stile::LabeledSentences calibration = train_all.subset(parts.calibration);
     const stile::RecordedSplit recorded{split, train_all.size()};
 
@@ -181,6 +214,9 @@ int main(int argc, char** argv) {
     // to them), which is what the planner compares submodel shapes by.
     std::vector<stile::Encoding> train_enc = tokenize(train);
     for (stile::Encoding& e : tokenize(calibration)) train_enc.push_back(std::move(e));
+    if (dev_csv) {  // dev rows last, for reporting only
+      for (stile::Encoding& e : tokenize(dev)) train_enc.push_back(std::move(e));
+    }
     fmt::print(
         "store {} ({} layers x {} shards; heads on its {}-bit shards); SST-2 train.tsv {} rows, head "
         "training {} (seed {}), calibration {}, dev {}; shards per layer: {}\n",
@@ -234,17 +270,30 @@ int main(int argc, char** argv) {
       stile::LogisticRegressionReport report;
     };
     std::vector<Trained> trained;
+    struct DevRow {
+      std::size_t n, m;
+      double accuracy;
+    };
+    std::map<std::string, DevRow> dev_accuracy;
     auto train_one = [&](const std::string& key, std::size_t n, std::size_t m, const stile::ShardRanking& assumed) {
       stile::LogisticRegressionReport report;
       stile::StoredHead h;
       const std::span<const float> f = features.at({n, m});
-      h.head = stile::train_logistic_regression(f.first(train.size() * d), d, train.labels, stile::sst2_label_names(),
-                                                lr, &report);
-      h.train_accuracy = report.train_accuracy;
-      h.calibration_accuracy =
-          calibration.size() == 0
-              ? 0.0
-              : stile::score_head(h.head, f.subspan(train.size() * d), calibration.labels).accuracy();
+      const std::span<const float> cal_f = f.subspan(train.size() * d, calibration.size() * d);
+      if (model_head) {
+        h.head = *model_head;
+        report.converged = true;
+      } else {
+        h.head = stile::train_logistic_regression(f.first(train.size() * d), d, train.labels,
+                                                  stile::sst2_label_names(), lr, &report);
+      }
+      h.calibration_accuracy = calibration.size() == 0 ? 0.0 : stile::score_head(h.head, cal_f, calibration.labels).accuracy();
+      h.train_accuracy = model_head ? h.calibration_accuracy : report.train_accuracy;
+      report.train_accuracy = h.train_accuracy;
+      if (dev_csv) {
+        dev_accuracy[key] = {n, m, stile::score_head(h.head, f.subspan((train.size() + calibration.size()) * d),
+                                                     dev.labels).accuracy()};
+      }
       h.ranking = assumed;
       file.heads[key] = std::move(h);
       trained.push_back({key, report});
@@ -261,6 +310,16 @@ int main(int argc, char** argv) {
     }
     const double train_seconds = seconds_since(t_train);
     file.save(*out);
+    if (dev_csv) {
+      std::string csv = "shape,layers,shards,bits,calibration_accuracy,dev_accuracy\n";
+      for (const auto& [key, row] : dev_accuracy) {
+        csv += fmt::format("{},{},{},{},{:.6f},{:.6f}\n", key, row.n, row.m, top_bits,
+                           file.heads.at(key).calibration_accuracy, row.accuracy);
+      }
+      stile::write_file_atomically(*dev_csv, csv);
+      fmt::print("wrote {} (dev accuracy of {} heads at {} bits; reporting only)\n", dev_csv->string(),
+                 dev_accuracy.size(), top_bits);
+    }
 
     fmt::print("\n{:>6} {:>10} {:>10} {:>11} {:>6} {:>10}\n", "head", "train acc", "calib acc", "loss", "iters",
                "converged");

@@ -118,3 +118,23 @@ TEST_CASE("seeded split: a permutation, deterministic, seed-dependent, disjoint 
   }
   for (const int count : where) CHECK((count > 850 && count < 1150));
 }
+
+TEST_CASE("seeded split: the digest scripts/sst2_split.py gives (the fine-tuning tool's split)", "[eval][sst2]") {
+  // FNV-1a 64 over every index of the default split's parts (head training, then calibration), each
+  // as 8 little-endian bytes: the value `scripts/sst2_split.py --digest` prints for 65349 rows, which
+  // the ctest sst2_split_python checks on the Python side. Equal digests mean
+  // scripts/finetune_elastic.py holds out exactly the calibration rows the C++ tools calibrate on.
+  const stile::Sst2Parts parts = stile::split_sst2(65349);
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  auto add = [&](const std::vector<std::size_t>& indices) {
+    for (const std::size_t i : indices) {
+      for (int b = 0; b < 8; ++b) {
+        h ^= (static_cast<std::uint64_t>(i) >> (8 * b)) & 0xFF;
+        h *= 0x100000001B3ull;
+      }
+    }
+  };
+  add(parts.train);
+  add(parts.calibration);
+  CHECK(h == 0x707e611dd85bb6c0ull);
+}
