@@ -15,15 +15,21 @@
 
 namespace stile::bench {
 
-// The median over `repeats` runs (after 3 warm-up runs), in microseconds.
-inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsigned cpu, std::size_t repeats) {
-  const BertConfig& c = model.config();
+// A request of `tokens` tokens spread over the vocabulary (what the latency figures time).
+inline Encoding synthetic_encoding(std::size_t tokens) {
   Encoding e;
   for (std::size_t k = 0; k < tokens; ++k) {
     e.input_ids.push_back(static_cast<std::int32_t>(1000 + (k * 7919) % 20000));
     e.token_type_ids.push_back(0);
     e.attention_mask.push_back(1);
   }
+  return e;
+}
+
+// The median over `repeats` runs (after 3 warm-up runs), in microseconds.
+inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsigned cpu, std::size_t repeats) {
+  const BertConfig& c = model.config();
+  const Encoding e = synthetic_encoding(tokens);
   std::vector<double> us;
   run_pinned(cpu, [&] {
     ThreadPool pool(1);
@@ -52,12 +58,7 @@ inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsi
 // pools and runs the classifier's dot products itself.
 inline double mapped_forward_us(MappedForward& f, std::size_t tokens, std::size_t repeats) {
   const std::size_t d = f.config().hidden;
-  Encoding e;
-  for (std::size_t k = 0; k < tokens; ++k) {
-    e.input_ids.push_back(static_cast<std::int32_t>(1000 + (k * 7919) % 20000));
-    e.token_type_ids.push_back(0);
-    e.attention_mask.push_back(1);
-  }
+  const Encoding e = synthetic_encoding(tokens);
   std::vector<double> us;
   std::vector<float> hidden, pooled(d);
   const std::vector<float> head(2 * d, 0.01f);
