@@ -36,6 +36,32 @@ struct LayerView {
   std::size_t ffn_width() const noexcept { return ffn_in.rows(); }
 };
 
+// The same layer over other weights (the five matrices in another codec): every bias, LayerNorm
+// vector, shape and format of `from`, with the matrices given.
+template <class To, class From>
+LayerView<To> with_weights(const LayerView<From>& from, To q, To kv, To attn_out, To ffn_in, To ffn_out) {
+  LayerView<To> v;
+  v.q = q;
+  v.kv = kv;
+  v.attn_out = attn_out;
+  v.ffn_in = ffn_in;
+  v.ffn_out = ffn_out;
+  v.q_bias = from.q_bias;
+  v.kv_bias = from.kv_bias;
+  v.attn_out_bias = from.attn_out_bias;
+  v.ln1_gamma = from.ln1_gamma;
+  v.ln1_beta = from.ln1_beta;
+  v.ffn_in_bias = from.ffn_in_bias;
+  v.ffn_out_bias = from.ffn_out_bias;
+  v.ln2_gamma = from.ln2_gamma;
+  v.ln2_beta = from.ln2_beta;
+  v.heads = from.heads;
+  v.head_dim = from.head_dim;
+  v.attn_scale = from.attn_scale;
+  v.ops = from.ops;
+  return v;
+}
+
 // Tile sizes of the layer: query rows per attention tile, token rows per MLP tile.
 struct LayerTiles {
   std::size_t query = 0;

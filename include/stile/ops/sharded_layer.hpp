@@ -136,25 +136,7 @@ class ShardedLayer {
     l.attn_out = decode_to_int8(view_.attn_out, &pool);
     l.ffn_in = decode_to_int8(view_.ffn_in, &pool);
     l.ffn_out = decode_to_int8(view_.ffn_out, &pool);
-    LayerView<DictInt8View>& v = l.view;
-    v.q = {&l.q};
-    v.kv = {&l.kv};
-    v.attn_out = {&l.attn_out};
-    v.ffn_in = {&l.ffn_in};
-    v.ffn_out = {&l.ffn_out};
-    v.q_bias = view_.q_bias;
-    v.kv_bias = view_.kv_bias;
-    v.attn_out_bias = view_.attn_out_bias;
-    v.ln1_gamma = view_.ln1_gamma;
-    v.ln1_beta = view_.ln1_beta;
-    v.ffn_in_bias = view_.ffn_in_bias;
-    v.ffn_out_bias = view_.ffn_out_bias;
-    v.ln2_gamma = view_.ln2_gamma;
-    v.ln2_beta = view_.ln2_beta;
-    v.heads = view_.heads;
-    v.head_dim = view_.head_dim;
-    v.attn_scale = view_.attn_scale;
-    v.ops = view_.ops;
+    l.view = with_weights<DictInt8View>(view_, {&l.q}, {&l.kv}, {&l.attn_out}, {&l.ffn_in}, {&l.ffn_out});
   }
 
   std::size_t m_;

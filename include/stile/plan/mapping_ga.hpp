@@ -57,6 +57,14 @@ struct GaResult {
   double best_us = std::numeric_limits<double>::infinity();
   std::vector<double> best_per_generation;   // best latency after each generation (index 0: initial)
   std::vector<std::size_t> evaluations;      // evaluations made by the end of each generation
+
+  // The end of a generation: keep the population's best if it beats the best so far.
+  void record_generation(const std::vector<Genome>& pop, const std::vector<double>& fit, std::size_t evals) {
+    const std::size_t b = static_cast<std::size_t>(std::min_element(fit.begin(), fit.end()) - fit.begin());
+    if (fit[b] < best_us) best_us = fit[b], best = pop[b];
+    best_per_generation.push_back(best_us);
+    evaluations.push_back(evals);
+  }
 };
 
 // The first generation whose best is within `tolerance` (0.01: 1%) of `target_us`; npos if none.
@@ -141,13 +149,7 @@ inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o,
     fit.push_back(evaluate(x));
     pop.push_back(std::move(x));
   }
-  auto record = [&] {
-    const std::size_t b = static_cast<std::size_t>(std::min_element(fit.begin(), fit.end()) - fit.begin());
-    if (fit[b] < r.best_us) r.best_us = fit[b], r.best = pop[b];
-    r.best_per_generation.push_back(r.best_us);
-    r.evaluations.push_back(evals);
-  };
-  record();
+  r.record_generation(pop, fit, evals);
   auto tournament = [&]() -> const Genome& {
     const std::size_t a = rng() % pop.size(), b = rng() % pop.size();
     return fit[a] <= fit[b] ? pop[a] : pop[b];
@@ -180,7 +182,7 @@ inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o,
       pop[worst] = std::move(child);
       fit[worst] = f;
     }
-    record();
+    r.record_generation(pop, fit, evals);
     if (progress && ((gen + 1) * 100 / o.generations != gen * 100 / o.generations)) progress(gen + 1, o.generations);
   }
   return r;
@@ -201,13 +203,7 @@ inline GaResult plain_ga(const MappingProblem& p, const GaOptions& o) {
     fit.push_back(p.latency_us(x));
     ++evals;
   }
-  auto record = [&] {
-    const std::size_t b = static_cast<std::size_t>(std::min_element(fit.begin(), fit.end()) - fit.begin());
-    if (fit[b] < r.best_us) r.best_us = fit[b], r.best = pop[b];
-    r.best_per_generation.push_back(r.best_us);
-    r.evaluations.push_back(evals);
-  };
-  record();
+  r.record_generation(pop, fit, evals);
   for (std::size_t gen = 0; gen < o.generations; ++gen) {
     auto tournament = [&]() -> const Genome& {
       const std::size_t a = rng() % pop.size(), b = rng() % pop.size();
@@ -226,7 +222,7 @@ inline GaResult plain_ga(const MappingProblem& p, const GaOptions& o) {
     }
     pop = std::move(next);
     fit = std::move(next_fit);
-    record();
+    r.record_generation(pop, fit, evals);
   }
   return r;
 }
