@@ -12,10 +12,18 @@
 //
 //   soak --requests 10000 /work/data/minilm.stile          (profile, importance, heads beside it)
 //   soak --inject "seed=3; eio@p=0.001; late@p=0.002,x=10-100" --storage emmc STORE
+//   soak --sentences ../shared/data/sst2/dev.tsv --background-read-mbps 20 --reprofile STORE
+//
+// --sentences: the requests are a GLUE TSV's sentences, in order, cycled (default: random
+// vocabulary tokens, 4..128 of them). --background-read-mbps R: a second reader of the same
+// emulated flash (the engine's EmulatedDevice, io/storage_emulator.hpp) reads random 128 KiB
+// blocks of the store at R MB/s on average for the whole run, as another app reading the board's
+// flash would: the engine's reads queue behind its reads.
 //
 // Deadline misses are timings: on a shared machine they measure the machine as much as the engine.
 // Exit status: 0 when no request was lost and every failure had an injected cause, 1 otherwise
 // (or a runtime error), 2 usage error.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -23,7 +31,10 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,7 +47,10 @@
 #include "support/rng.hpp"
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
+#include "stile/calibrate/sst2.hpp"
+#include "stile/core/aligned_buffer.hpp"
 #include "stile/io/fault_injection.hpp"
+#include "stile/io/storage_emulator.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -69,6 +83,51 @@ std::string cause_of(const std::string& what) {
   return "other";
 }
 
+// Reads random 128 KiB blocks of `path` through its own backend on `device` at `mb_per_s` on
+// average (exponential gaps), until stopped: another reader of the same flash.
+class BackgroundReader {
+ public:
+  BackgroundReader(const fs::path& path, const stile::StorageProfile& storage,
+                   std::shared_ptr<stile::EmulatedDevice> device, double mb_per_s, std::uint64_t seed)
+      : backend_(stile::emulate_storage(stile::open_read_backend(path), storage, std::move(device))),
+        thread_([this, mb_per_s, seed] { loop(mb_per_s, seed); }) {}
+  BackgroundReader(const BackgroundReader&) = delete;
+  BackgroundReader& operator=(const BackgroundReader&) = delete;
+  ~BackgroundReader() {
+    stop_.store(true);
+    thread_.join();
+  }
+  double megabytes() const { return static_cast<double>(bytes_.load()) / 1e6; }
+
+ private:
+  static constexpr std::size_t kBlock = 128 * 1024;
+  void loop(double mb_per_s, std::uint64_t seed) {
+    stile_test::Rng rng{seed};
+    stile::AlignedBuffer<std::byte, 4096> buffer(kBlock);
+    const std::uint64_t blocks = std::max<std::uint64_t>(1, backend_->file_size() / kBlock);
+    const double mean_gap_s = static_cast<double>(kBlock) / (mb_per_s * 1e6);
+    auto next = std::chrono::steady_clock::now();
+    while (!stop_.load()) {
+      const double u = (static_cast<double>(rng.below(1u << 20)) + 0.5) / static_cast<double>(1u << 20);
+      next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(-std::log(u) * mean_gap_s));
+      std::this_thread::sleep_until(next);
+      const stile::ReadRequest request{rng.below(blocks) * kBlock, std::span<std::byte>(buffer.data(), kBlock)};
+      std::size_t got = 0;
+      try {
+        backend_->read(std::span(&request, 1), std::span(&got, 1));
+      } catch (const std::exception&) {
+        // the last block may run past the file's end; its bytes are not what is measured
+      }
+      bytes_ += kBlock;
+    }
+  }
+  std::unique_ptr<stile::ReadBackend> backend_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> bytes_{0};
+  std::thread thread_;  // last: starts after the members it reads
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +139,8 @@ int main(int argc, char** argv) {
   // Per read; a request makes ~20-150 reads (word rows, layer runs): ~1% of requests meet each kind.
   std::string inject = "seed=1; eio@p=0.0001; short@p=0.0001; corrupt@p=0.0001; late@p=0.0002,x=10-100";
   std::string json_path;
+  fs::path sentences_path;
+  double background_mbps = 0;
   stile::EngineOptions options;
   options.storage = "emmc";
   options.min_bits = 4;
@@ -102,6 +163,11 @@ int main(int argc, char** argv) {
   cli.toggle("--reprofile", "online re-profiling: re-plan as measured times drift from the profile",
              options.reprofile);
   cli.flag("--json", "FILE", "write the report as JSON", json_path);
+  cli.flag("--sentences", "TSV", "requests: this GLUE TSV's sentences in order, cycled (default: random tokens)",
+           sentences_path);
+  cli.flag("--background-read-mbps", "R", "a second reader of the same emulated flash, R MB/s (default: none)",
+           background_mbps)
+      .at_least(0);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const fs::path store = positional[0];
@@ -127,15 +193,27 @@ int main(int argc, char** argv) {
     std::optional<stile::HeadsFile> heads;
     if (const auto path = stile_cli::existing_sidecar(store, Sidecar::heads)) heads = stile::HeadsFile::load(*path);
 
+    std::vector<std::string> sentences;
+    if (!sentences_path.empty()) sentences = stile::read_glue_tsv(sentences_path).sentences;
     const std::size_t rss_start = rss_bytes();
+    std::optional<BackgroundReader> background;
+    if (background_mbps > 0) {
+      if (options.storage == "none") cli.fail("--background-read-mbps needs an emulated --storage");
+      options.storage_device = std::make_shared<stile::EmulatedDevice>();
+      background.emplace(store, stile::storage_profile(options.storage), options.storage_device, background_mbps,
+                         seed + 1);
+    }
     stile::Engine engine(store, options, std::move(profile));
     if (heads) engine.set_heads(*heads);
     const std::size_t rss_open = rss_bytes();
     const std::size_t vocab = engine.tokenizer().vocab().size();
     const stile::Encoding empty = engine.tokenizer().encode("");  // [CLS] [SEP]
     const std::size_t max_len = std::min<std::size_t>(128, engine.config().max_position_embeddings);
-    fmt::print("soak     {} requests on {} ({}), faults \"{}\"\n", requests, store.string(),
-               engine.backend_description(), inject);
+    fmt::print("soak     {} requests on {} ({}), faults \"{}\"{}{}\n", requests, store.string(),
+               engine.backend_description(), inject,
+               sentences.empty() ? std::string() : fmt::format(", sentences of {}", sentences_path.string()),
+               background ? fmt::format(", a background reader at {} MB/s on the same flash", background_mbps)
+                          : std::string());
 
     stile_test::Rng rng{seed};
     std::size_t served = 0, failed = 0, lost = 0, missed = 0, missed_late = 0, unexplained = 0, undetected = 0;
@@ -143,6 +221,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::size_t> causes;
     std::vector<std::string> examples;  // the first failure of each cause
     double latency_sum = 0;
+    std::vector<double> latencies;  // of the served requests
     // measured / estimated, per part, for the served requests that met no fault
     std::map<std::string, std::vector<double>> ratios;
     const stile::DeviceProfile& base = *engine.profile();
@@ -163,17 +242,22 @@ int main(int argc, char** argv) {
             break;
         }
       }
-      // A request of 4..max_len tokens: [CLS], ids from the whole vocabulary past the specials
-      // (the first 1000 ids of a BERT vocabulary are unused and special tokens), [SEP].
       stile::Encoding e;
-      const std::size_t len = 4 + rng.below(max_len - 3);
-      e.input_ids.push_back(empty.input_ids.front());
-      for (std::size_t t = 2; t < len; ++t) {
-        e.input_ids.push_back(static_cast<std::int32_t>(vocab > 2000 ? 1000 + rng.below(vocab - 1000) : rng.below(vocab)));
+      if (!sentences.empty()) {
+        e = engine.tokenizer().encode(sentences[i % sentences.size()]);
+      } else {
+        // A request of 4..max_len tokens: [CLS], ids from the whole vocabulary past the specials
+        // (the first 1000 ids of a BERT vocabulary are unused and special tokens), [SEP].
+        const std::size_t len = 4 + rng.below(max_len - 3);
+        e.input_ids.push_back(empty.input_ids.front());
+        for (std::size_t t = 2; t < len; ++t) {
+          e.input_ids.push_back(
+              static_cast<std::int32_t>(vocab > 2000 ? 1000 + rng.below(vocab - 1000) : rng.below(vocab)));
+        }
+        e.input_ids.push_back(empty.input_ids.back());
+        e.token_type_ids.assign(e.input_ids.size(), 0);
+        e.attention_mask.assign(e.input_ids.size(), 1);
       }
-      e.input_ids.push_back(empty.input_ids.back());
-      e.token_type_ids.assign(e.input_ids.size(), 0);
-      e.attention_mask.assign(e.input_ids.size(), 1);
 
       const std::size_t faults_before = faults ? faults->log().size() : 0;
       const auto new_faults = [&] {
@@ -187,6 +271,7 @@ int main(int argc, char** argv) {
         const stile::EngineResult r = engine.run(e);
         ++served;
         latency_sum += r.timeline.total_ms;
+        latencies.push_back(r.timeline.total_ms);
         const auto kinds = new_faults();
         if (kinds.count(stile::FaultKind::eio) + kinds.count(stile::FaultKind::short_read) +
                 kinds.count(stile::FaultKind::corrupt) !=
@@ -232,6 +317,12 @@ int main(int argc, char** argv) {
       }
     }
     const std::size_t rss_end = rss_bytes();
+    const double background_mb = background ? background->megabytes() : 0.0;
+    background.reset();
+    std::sort(latencies.begin(), latencies.end());
+    const auto latency_at = [&](double q) {
+      return latencies.empty() ? 0.0 : latencies[static_cast<std::size_t>(q * static_cast<double>(latencies.size() - 1))];
+    };
     const std::size_t injected = faults ? faults->log().size() : 0;
     std::map<std::string, std::size_t> injected_by_kind;
     if (faults) {
@@ -250,6 +341,10 @@ int main(int argc, char** argv) {
     fmt::print("deadline {} of {} served requests missed their target ({} of them met a late read); mean latency "
                "{:.1f} ms\n",
                missed, served, missed_late, served ? latency_sum / static_cast<double>(served) : 0.0);
+    fmt::print("         within target {:.1f}%; latency median {:.1f} ms, p95 {:.1f} ms, p99 {:.1f} ms\n",
+               served ? 100.0 * static_cast<double>(served - missed) / static_cast<double>(served) : 0.0,
+               latency_at(0.5), latency_at(0.95), latency_at(0.99));
+    if (background_mbps > 0) fmt::print("background reader: {:.1f} MB read on the same flash\n", background_mb);
     nlohmann::json errors = nlohmann::json::object();
     for (auto& [part, v] : ratios) {
       std::sort(v.begin(), v.end());
@@ -271,6 +366,8 @@ int main(int argc, char** argv) {
                           {"unexplained", unexplained}, {"undetected", undetected}, {"deadline_missed", missed},
                           {"deadline_missed_late", missed_late},
                           {"mean_latency_ms", served ? latency_sum / static_cast<double>(served) : 0.0},
+                          {"median_latency_ms", latency_at(0.5)}, {"p95_latency_ms", latency_at(0.95)},
+                          {"background_read_mbps", background_mbps}, {"background_read_mb", background_mb},
                           {"rss_start", rss_start},   {"rss_open", rss_open},     {"rss_1000", rss_1000},
                           {"rss_end", rss_end},       {"inject", inject},         {"storage", options.storage},
                           {"backend", engine.backend_description()}, {"reprofile", options.reprofile},

@@ -86,16 +86,20 @@ int main(int argc, char** argv) {
     const std::size_t M = p.shards_per_layer;
     std::vector<std::size_t> ms = {1, std::max<std::size_t>(1, M / 2), M};
     ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
-    fmt::print("\nT_comp: one layer, ms (median of {})\n{:>5} {:>4}", options.repeats, "bits", "m");
-    for (const std::size_t l : p.lengths) fmt::print(" {:>9}", fmt::format("l={}", l));
-    fmt::print("\n");
-    for (std::size_t b = 0; b < p.bits.size(); ++b) {
-      for (const std::size_t m_shards : ms) {
-        fmt::print("{:>5} {:>4}", p.bits[b], m_shards);
-        for (std::size_t i = 0; i < p.lengths.size(); ++i) fmt::print(" {:>9.3f}", p.compute_ms[b][i][m_shards - 1]);
-        fmt::print("\n");
+    const auto print_table = [&](const char* title, const auto& table) {
+      fmt::print("\n{}: one layer, ms (median of {})\n{:>5} {:>4}", title, options.repeats, "bits", "m");
+      for (const std::size_t l : p.lengths) fmt::print(" {:>9}", fmt::format("l={}", l));
+      fmt::print("\n");
+      for (std::size_t b = 0; b < p.bits.size(); ++b) {
+        for (const std::size_t m_shards : ms) {
+          fmt::print("{:>5} {:>4}", p.bits[b], m_shards);
+          for (std::size_t i = 0; i < p.lengths.size(); ++i) fmt::print(" {:>9.3f}", table[b][i][m_shards - 1]);
+          fmt::print("\n");
+        }
       }
-    }
+    };
+    print_table("T_comp, layer after layer", p.compute_ms);
+    print_table("T_comp', right after the layer's read", p.compute_after_read_ms);
     fmt::print("\nwrote {}\n", out->string());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "profile: %s\n", e.what());

@@ -74,6 +74,7 @@ struct LinearHead;         // model/linear_head.hpp
 class LayerCompute;        // ops/layer_compute.hpp
 class ShardStore;          // store/shard_store.hpp
 class FaultInjector;       // io/fault_injection.hpp
+class EmulatedDevice;      // io/storage_emulator.hpp
 class WordPieceTokenizer;  // text/wordpiece.hpp
 namespace detail {
 class EngineCore;
@@ -82,6 +83,9 @@ class EngineCore;
 struct EngineOptions {
   ReadBackendOptions backend{};      // io_uring with O_DIRECT by default (falls back, see backend_note())
   std::string storage = "none";      // storage emulator profile: emmc, sd, nvme, none
+  // The emulated device the reads queue on (io/storage_emulator.hpp), shared with another reader
+  // of the same board's flash; null: a device of the engine's own.
+  std::shared_ptr<EmulatedDevice> storage_device{};
   double target_ms = 0;              // the planner's latency target; <= 0: none (highest bitwidth)
   ShardRanking ranking{};            // shard importance per layer (plan/importance); empty: shard order
   ImportanceOrder importance{};      // the global importance order (plan/importance); empty: by rank

@@ -194,11 +194,11 @@ class EngineCore {
     EngineResult r = run_locked(tokens, planned.submodel, planned.preload);
     r.plan_note = planned.explain;
     r.estimated_ms = planned.estimated_ms;
-    r.estimated_compute_ms = planned.compute_ms;
+    r.estimated_compute_ms = planned.estimated_compute_ms;
     report_deadline(r, options_.target_ms);
     r.io_scale = load_scale_.io;
     r.compute_scale = load_scale_.compute;
-    if (planner_ && options_.reprofile) track_load(r.timeline, planned.compute_ms / load_scale_.compute);
+    if (planner_ && options_.reprofile) track_load(r.timeline, planned.estimated_compute_ms / load_scale_.compute);
     return r;
   }
   // Runs the caller's plan; the preload buffer keeps its first shards in layer order that fit.
@@ -230,7 +230,7 @@ class EngineCore {
   static std::unique_ptr<ReadBackend> open_backend(const std::filesystem::path& path, const EngineOptions& o,
                                                    std::string& note) {
     std::unique_ptr<ReadBackend> backend = open_read_backend(path, o.backend, &note);
-    return inject_faults(emulate_storage(std::move(backend), storage_profile(o.storage)), o.faults);
+    return inject_faults(emulate_storage(std::move(backend), storage_profile(o.storage), o.storage_device), o.faults);
   }
 
   // A request slower than its target says so, and what held it up: the word rows, or the layer

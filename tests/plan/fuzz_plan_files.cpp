@@ -35,7 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const unsigned bits : p.bits) {
       (void)p.io_ms_at(bits);
       for (const std::size_t tokens : {std::size_t{0}, std::size_t{1}, std::size_t{300}}) {
-        for (std::size_t m = 1; m <= p.shards_per_layer && m <= 4; ++m) (void)p.compute_ms_at(bits, tokens, m);
+        for (std::size_t m = 1; m <= p.shards_per_layer && m <= 4; ++m) {
+          (void)p.compute_ms_at(bits, tokens, m);
+          (void)p.compute_after_read_ms_at(bits, tokens, m);
+        }
       }
     }
     (void)p.to_json().dump();

@@ -105,6 +105,14 @@ TEST_CASE("device profile: length buckets and lookups", "[plan][device_profile]"
   CHECK_THAT(error_of([&] { (void)p.compute_ms_at(4, 16, 0); }), Contains("m = 0 shards is outside 1..4"));
   CHECK_THAT(error_of([&] { (void)p.compute_ms_at(4, 16, 5); }), Contains("m = 5 shards is outside 1..4"));
   CHECK_THAT(error_of([] { (void)DeviceProfile{}.length_bucket(3); }), Contains("no length buckets"));
+
+  // T_comp' (after a read): T_comp until measured, then its own table.
+  DeviceProfile q = p;
+  CHECK(q.compute_after_read_ms_at(4, 20, 3) == q.compute_ms[1][1][2]);
+  q.compute_after_read_ms = q.compute_ms;
+  q.compute_after_read_ms[1][1][2] = 99;
+  CHECK(q.compute_after_read_ms_at(4, 20, 3) == 99);
+  CHECK(q.compute_ms_at(4, 20, 3) == p.compute_ms[1][1][2]);
 }
 
 TEST_CASE("device profile: save and load round trip, no temporary file left", "[plan][device_profile]") {
@@ -128,6 +136,16 @@ TEST_CASE("device profile: save and load round trip, no temporary file left", "[
   CHECK(text.starts_with("{\n  \"format\": \"stile-device-profile\",\n  \"version\": 1,\n  \"machine\": {"));
   CHECK_THAT(text, Contains("\n  \"bits\": [2,4,32],\n"));
   CHECK(nlohmann::json::parse(text) == p.to_json());
+  CHECK_THAT(text, !Contains("compute_after_read_ms"));  // not measured: not written
+
+  // With T_comp' (after a read): written after compute_ms, read back bit for bit.
+  DeviceProfile r = p;
+  r.compute_after_read_ms = p.compute_ms;
+  r.compute_after_read_ms[2][1][3] = 1.0 / 3.0;
+  r.save(path);
+  const DeviceProfile s = DeviceProfile::load(path);
+  CHECK(s.compute_after_read_ms == r.compute_after_read_ms);
+  CHECK(s.to_json() == r.to_json());
   // Saving again replaces the file; nothing but the profile is in the directory.
   p.save(path);
   std::size_t files = 0;
@@ -182,6 +200,16 @@ TEST_CASE("device profile: from_json refuses every kind of bad profile, naming t
                names_file && Contains("\"compute_ms\"[2][1] has 5 entries, expected 4"));
     CHECK_THAT(error_with([](auto& j) { j["shards_per_layer"] = 3; }),
                names_file && Contains("\"compute_ms\"[0][0] has 4 entries, expected 3"));
+    CHECK_THAT(error_with([](auto& j) {
+                 j["compute_after_read_ms"] = j["compute_ms"];
+                 j["compute_after_read_ms"][1][0].erase(0);
+               }),
+               names_file && Contains("\"compute_after_read_ms\"[1][0] has 3 entries, expected 4"));
+    CHECK_THAT(error_with([](auto& j) {
+                 j["compute_after_read_ms"] = j["compute_ms"];
+                 j["compute_after_read_ms"][0][2][1] = -1.0;
+               }),
+               names_file && Contains("\"compute_after_read_ms\"[0][2][1] must be a finite number >= 0"));
     CHECK_THAT(error_with([](auto& j) { j["shards_per_layer"] = 0; }), names_file && Contains("outside 1..4096"));
     CHECK_THAT(error_with([](auto& j) { j["num_layers"] = -1; }),
                names_file && Contains("\"num_layers\" must be a whole number"));

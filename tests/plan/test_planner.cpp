@@ -503,6 +503,45 @@ TEST_CASE("planner: the working-buffer slots: IO cannot run ahead of them", "[pl
   CHECK(three.meets_target);
 }
 
+TEST_CASE("planner: a layer that waits for its read is costed at T_comp', one that does not at T_comp",
+          "[plan][planner]") {
+  // 3 x 1, IO 10 ms per shard, T_comp 4 ms, T_comp' 6 ms (after a read), 2 slots. With layer 1
+  // preloaded: layer 0 reads 0..10 and computes after its read, 10..16; layer 1 needs no read and
+  // follows at once, 16..20 (T_comp); layer 2's read waits for layer 0's slot (16..26) and its
+  // compute for the read: 26..32 (T_comp').
+  DeviceProfile p = make_profile({4}, {10}, 3, 1, [](unsigned, std::size_t) { return 4.0; });
+  p.compute_after_read_ms = {{{6.0}}};
+  const SubmodelPlan plan = plan_of({{{0, 4}}, {{0, 4}}, {{0, 4}}});
+  const std::set<ShardKey> layer1{{1, 0, 4}};
+  const stile::PipelineEstimate e = stile::estimate_pipeline(p, plan, 128, 2, layer1);
+  CHECK(e.total_ms == Approx(32));
+  CHECK(e.compute_ms == Approx(6 + 4 + 6));
+  CHECK(e.stall_ms == Approx(10 + 6));  // layer 0 waits 10 ms, layer 2 6 ms
+
+  // Nothing preloaded: every layer waits for its read (reads at 10, 20, 30): 16, 26, 36.
+  const stile::PipelineEstimate cold = stile::estimate_pipeline(p, plan, 128, 2);
+  CHECK(cold.total_ms == Approx(36));
+  CHECK(cold.compute_ms == Approx(18));
+  // Everything preloaded: back to back at T_comp.
+  const stile::PipelineEstimate warm =
+      stile::estimate_pipeline(p, plan, 128, 2, {{0, 0, 4}, {1, 0, 4}, {2, 0, 4}});
+  CHECK(warm.total_ms == Approx(12));
+  CHECK(warm.compute_ms == Approx(12));
+
+  // A profile without T_comp' costs every layer at T_comp, as before it was measured.
+  p.compute_after_read_ms.clear();
+  CHECK(stile::estimate_pipeline(p, plan, 128, 2).total_ms == Approx(34));
+
+  // The planner's plan reports the estimate's compute part.
+  p.compute_after_read_ms = {{{6.0}}};
+  PlannerOptions o;
+  o.target_ms = 100;
+  const ElasticPlan planned = stile::plan_elastic(p, 128, o);
+  CHECK(planned.estimated_ms == Approx(36));
+  CHECK(planned.estimated_compute_ms == Approx(18));
+  CHECK(planned.compute_ms == Approx(12));  // the compute plan's sum of T_comp
+}
+
 TEST_CASE("planner: plans are cached per length bucket; a new target or budget replans and evicts", "[plan][planner]") {
   // 2 x 4, T_comp 10 ms, IO 5/10/20 ms, 2-bit versions of 200 bytes; budget 800: layer 0 whole.
   const DeviceProfile p =

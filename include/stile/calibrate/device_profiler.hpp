@@ -8,7 +8,13 @@
 //                  of every layer, one read call per version as the engine issues them.
 //   T_comp(l,m,k)  ms to compute one encoder layer from m shards at k bits on one sequence of l
 //                  tokens (decode included: the GEMMs decode the shards' bytes as they go); the
-//                  median of R runs after one warm-up, on layer 0's shards 0..m-1.
+//                  median of R runs after one warm-up, on layer 0's shards 0..m-1, back to back.
+//   T_comp'(l,m,k) the same, each run right after reading those shards through the backend into
+//                  one buffer, as the pipeline computes a layer that waited for its read: the
+//                  kernel threads idle through the read (on a VM or a board, an idle core's
+//                  wake-up and clock ramp are paid on the next layer's first GEMMs) and the weights
+//                  fresh in memory, not in cache. The pipeline runs at this speed whenever compute
+//                  waits for IO, 1.1-1.8x T_comp on the machines measured (docs/results.md).
 //
 // Medians rather than means: a shared machine's hiccups (another build, a page fault) land in a
 // few runs and should not move the number the planner trusts.
@@ -38,6 +44,7 @@
 #include "stile/kernels/active_target.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/sharded_layer.hpp"
+#include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_view.hpp"
@@ -163,7 +170,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   p.lengths.erase(std::unique(p.lengths.begin(), p.lengths.end()), p.lengths.end());
 
   const std::size_t M = p.shards_per_layer, N = p.num_layers;
-  const std::size_t total_steps = p.bits.size() * (N * M + p.lengths.size() * M);
+  const std::size_t total_steps = p.bits.size() * (N * M + 2 * p.lengths.size() * M);
   std::size_t steps = 0;
   auto step = [&] {
     if (progress != nullptr) progress->update(++steps, total_steps);
@@ -231,6 +238,38 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
         const ShardedLayer layer(store.shard_shape(), std::span<const ShardView>(views).first(m), resident);
         std::vector<double> ms;
         for (std::size_t run = 0; run <= options.repeats; ++run) {
+          hidden = inputs[i];
+          const Clock::time_point start = Clock::now();
+          layer.run(c, hidden.data(), offsets, ws, pool);
+          if (run > 0) ms.push_back(d::ms_since(start));
+        }
+        per_m.push_back(d::median(std::move(ms)));
+        step();
+      }
+    }
+  }
+
+  // T_comp': every run reads its versions first, through the backend (one request per contiguous
+  // run of versions, checksums checked), then computes on the views into the read buffer.
+  const LayerReader reader(store, backend);
+  for (const unsigned bits : p.bits) {
+    std::vector<ShardChoice> versions;
+    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, bits});
+    AlignedBuffer<std::byte, kShardStoreAlign> read_buffer(reader.buffer_bytes(0, versions));
+    std::vector<std::vector<double>>& per_length = p.compute_after_read_ms.emplace_back();
+    for (std::size_t i = 0; i < p.lengths.size(); ++i) {
+      const std::size_t offsets[2] = {0, p.lengths[i]};
+      std::vector<double>& per_m = per_length.emplace_back();
+      for (std::size_t m = 1; m <= M; ++m) {
+        const std::span<const ShardChoice> first_m = std::span<const ShardChoice>(versions).first(m);
+        std::vector<double> ms;
+        for (std::size_t run = 0; run <= options.repeats; ++run) {
+          LayerTimes ignored;
+          std::vector<ShardView> views;  // a failed read throws an Error naming the store
+          for (const ReadVersion& v : reader.read(0, first_m, read_buffer.span(), ignored, Clock::now())) {
+            views.push_back(v.view);
+          }
+          const ShardedLayer layer(store.shard_shape(), views, resident);
           hidden = inputs[i];
           const Clock::time_point start = Clock::now();
           layer.run(c, hidden.data(), offsets, ws, pool);

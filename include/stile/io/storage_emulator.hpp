@@ -9,7 +9,9 @@
 // says when the device is free; a call's batch costs the sum of its requests and completes at
 // max(now, busy until) + that sum. If the real read took longer than the model, there is no extra
 // sleep (the model is a floor, never a discount). Results made this way say so: emulated() is
-// true and describe() names the profile.
+// true and describe() names the profile. Backends that share one EmulatedDevice queue on the same
+// chip: an engine and a background reader of the same board's flash (bench/soak's
+// --background-read-mbps), each slowed by the other as on one device.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,6 +60,23 @@ inline StorageProfile storage_profile(std::string_view name) {
   throw Error(concat("stile: unknown storage profile '", name, "' (known: ", known, ")"));
 }
 
+// One emulated flash device: when it is next free. Shared (std::shared_ptr) by every backend
+// that reads the same chip; a backend made without one has a device of its own.
+class EmulatedDevice {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Queues a command of `cost` behind those already queued; returns when it completes.
+  Clock::time_point reserve(Clock::duration cost) {
+    std::lock_guard lock(mutex_);
+    busy_until_ = std::max(Clock::now(), busy_until_) + cost;
+    return busy_until_;
+  }
+
+ private:
+  std::mutex mutex_;
+  Clock::time_point busy_until_{};
+};
+
 namespace storage_emulator_detail {
 
 // "80 MB/s, 0.3 ms per request"; decimal MB, like the vendors' data sheets.
@@ -79,8 +98,8 @@ class EmulatedStorage final : public ReadBackend {
  public:
   using Clock = std::chrono::steady_clock;
 
-  EmulatedStorage(std::unique_ptr<ReadBackend> inner, StorageProfile profile)
-      : inner_(std::move(inner)), profile_(std::move(profile)) {}
+  EmulatedStorage(std::unique_ptr<ReadBackend> inner, StorageProfile profile, std::shared_ptr<EmulatedDevice> device)
+      : inner_(std::move(inner)), profile_(std::move(profile)), device_(std::move(device)) {}
 
   std::string describe() const override {
     return concat(inner_->describe(), " + ", profile_.name, " emulator (", describe_profile(profile_), ")");
@@ -102,12 +121,7 @@ class EmulatedStorage final : public ReadBackend {
     }
     // Rounded up, so that the sleep is never shorter than the model.
     const auto cost = std::chrono::ceil<Clock::duration>(std::chrono::duration<double>(cost_s));
-    Clock::time_point done;
-    {
-      std::lock_guard lock(mutex_);
-      done = std::max(Clock::now(), busy_until_) + cost;
-      busy_until_ = done;
-    }
+    const Clock::time_point done = device_->reserve(cost);
     inner_->read(requests, got);
     std::this_thread::sleep_until(done);
   }
@@ -115,21 +129,22 @@ class EmulatedStorage final : public ReadBackend {
  private:
   std::unique_ptr<ReadBackend> inner_;
   StorageProfile profile_;
-  std::mutex mutex_;
-  Clock::time_point busy_until_{};
+  std::shared_ptr<EmulatedDevice> device_;
 };
 
 }  // namespace storage_emulator_detail
 
-// Wraps `inner` so that its reads take at least the profile's time; a profile without delay
-// ("none") returns `inner` unchanged.
-inline std::unique_ptr<ReadBackend> emulate_storage(std::unique_ptr<ReadBackend> inner, const StorageProfile& profile) {
+// Wraps `inner` so that its reads take at least the profile's time, queued on `device` (null: a
+// device of its own); a profile without delay ("none") returns `inner` unchanged.
+inline std::unique_ptr<ReadBackend> emulate_storage(std::unique_ptr<ReadBackend> inner, const StorageProfile& profile,
+                                                    std::shared_ptr<EmulatedDevice> device = nullptr) {
   require(inner != nullptr, "emulate_storage needs a backend to wrap");
   require(std::isfinite(profile.bandwidth_bytes_per_s) && profile.bandwidth_bytes_per_s >= 0 &&
               std::isfinite(profile.latency_s) && profile.latency_s >= 0,
           concat("storage profile '", profile.name, "' needs a finite bandwidth and latency, both >= 0"));
   if (profile.bandwidth_bytes_per_s == 0 && profile.latency_s == 0) return inner;
-  return std::make_unique<storage_emulator_detail::EmulatedStorage>(std::move(inner), profile);
+  if (device == nullptr) device = std::make_shared<EmulatedDevice>();
+  return std::make_unique<storage_emulator_detail::EmulatedStorage>(std::move(inner), profile, std::move(device));
 }
 
 }  // namespace stile

@@ -5,7 +5,10 @@
 //
 //   T_io(k)        ms to read one shard version at k bits
 //   T_comp(l,m,k)  ms to compute one encoder layer from m shards at k bits on one sequence of l
-//                  tokens
+//                  tokens, layer after layer (threads awake, weights in cache)
+//   T_comp'(l,m,k) the same right after the layer's shards were read (the pipeline's common case on
+//                  flash: compute waited for the read, its threads idle, the weights just written
+//                  to memory by the device): 1.1-1.8x T_comp on the machines measured
 // measured by calibrate/device_profiler.hpp (how: there); this header is the file format and
 // what the planners read from it.
 //
@@ -24,8 +27,10 @@
 //     "lengths": [16, 32, 64, 128, 256],    token-length buckets, strictly increasing, >= 1
 //     "shards_per_layer": M,                >= 1
 //     "num_layers": N,                      >= 1
-//     "compute_ms": [[[...]]]               [bits index][length index][m - 1]: median ms of one
+//     "compute_ms": [[[...]]],              [bits index][length index][m - 1]: median ms of one
 //                                           layer from shards 0..m-1
+//     "compute_after_read_ms": [[[...]]]    optional, the same layout: T_comp' (absent in profiles
+//                                           made before it was measured: T_comp is used for both)
 //   }
 //
 // Every number is finite and >= 0; counts and bitwidths are whole numbers. Unknown top-level keys
@@ -59,6 +64,8 @@ struct DeviceProfile {
   std::vector<std::size_t> lengths;                   // token-length buckets, increasing
   std::size_t shards_per_layer = 0, num_layers = 0;
   std::vector<std::vector<std::vector<double>>> compute_ms;  // [bits index][length index][m - 1]
+  // The same after the layer's read (T_comp'); empty: not measured (compute_ms serves for both).
+  std::vector<std::vector<std::vector<double>>> compute_after_read_ms;
 
   // T_io at `bits`; a bitwidth the profile lacks is an Error.
   double io_ms_at(unsigned bits_wanted) const { return io_ms.at(bits_index(bits_wanted)); }
@@ -69,28 +76,26 @@ struct DeviceProfile {
 
   // T_comp of one layer from m shards at `bits` on `tokens` tokens, at length_bucket(tokens).
   double compute_ms_at(unsigned bits_wanted, std::size_t tokens, std::size_t m) const {
-    const std::size_t b = bits_index(bits_wanted);
-    if (m < 1 || m > shards_per_layer) {
-      throw Error(concat("stile: device profile: m = ", m, " shards is outside 1..", shards_per_layer,
-                         " (the profile's shards per layer)"));
-    }
-    const std::size_t i = length_index(tokens);
-    require(b < compute_ms.size() && i < compute_ms[b].size() && m - 1 < compute_ms[b][i].size(),
-            "device profile: compute_ms does not match bits, lengths and shards_per_layer");
-    return compute_ms[b][i][m - 1];
+    return table_at(compute_ms, bits_wanted, tokens, m);
+  }
+  // T_comp' (after the layer's read), or T_comp where the profile has none.
+  double compute_after_read_ms_at(unsigned bits_wanted, std::size_t tokens, std::size_t m) const {
+    return table_at(compute_after_read_ms.empty() ? compute_ms : compute_after_read_ms, bits_wanted, tokens, m);
   }
 
   nlohmann::json to_json() const {
-    return nlohmann::json{{"format", kDeviceProfileFormatName},
-                          {"version", kDeviceProfileVersion},
-                          {"machine", machine},
-                          {"bits", bits},
-                          {"io_ms", io_ms},
-                          {"shard_bytes", shard_bytes},
-                          {"lengths", lengths},
-                          {"shards_per_layer", shards_per_layer},
-                          {"num_layers", num_layers},
-                          {"compute_ms", compute_ms}};
+    nlohmann::json j{{"format", kDeviceProfileFormatName},
+                     {"version", kDeviceProfileVersion},
+                     {"machine", machine},
+                     {"bits", bits},
+                     {"io_ms", io_ms},
+                     {"shard_bytes", shard_bytes},
+                     {"lengths", lengths},
+                     {"shards_per_layer", shards_per_layer},
+                     {"num_layers", num_layers},
+                     {"compute_ms", compute_ms}};
+    if (!compute_after_read_ms.empty()) j["compute_after_read_ms"] = compute_after_read_ms;
+    return j;
   }
 
   // Validates everything; errors are "stile: <where>: device profile: <problem>".
@@ -104,6 +109,18 @@ struct DeviceProfile {
   static DeviceProfile load(const std::filesystem::path& path);
 
  private:
+  using Table = std::vector<std::vector<std::vector<double>>>;
+  double table_at(const Table& table, unsigned bits_wanted, std::size_t tokens, std::size_t m) const {
+    const std::size_t b = bits_index(bits_wanted);
+    if (m < 1 || m > shards_per_layer) {
+      throw Error(concat("stile: device profile: m = ", m, " shards is outside 1..", shards_per_layer,
+                         " (the profile's shards per layer)"));
+    }
+    const std::size_t i = length_index(tokens);
+    require(b < table.size() && i < table[b].size() && m - 1 < table[b][i].size(),
+            "device profile: compute_ms does not match bits, lengths and shards_per_layer");
+    return table[b][i][m - 1];
+  }
   std::size_t bits_index(unsigned wanted) const {
     const auto it = std::find(bits.begin(), bits.end(), wanted);
     if (it == bits.end()) {
@@ -140,16 +157,21 @@ inline std::string profile_text(const nlohmann::json& j) {
   for (const char* key : {"bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer", "num_layers"}) {
     text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
   }
-  text += "  \"compute_ms\": [";
-  const nlohmann::json& compute = j.at("compute_ms");
-  for (std::size_t b = 0; b < compute.size(); ++b) {
-    text += b == 0 ? "\n    [" : ",\n    [";
-    for (std::size_t i = 0; i < compute[b].size(); ++i) {
-      text += concat(i == 0 ? "\n      " : ",\n      ", compute[b][i].dump());
+  const auto table = [&](const char* key) {
+    std::string t = concat("  \"", key, "\": [");
+    const nlohmann::json& compute = j.at(key);
+    for (std::size_t b = 0; b < compute.size(); ++b) {
+      t += b == 0 ? "\n    [" : ",\n    [";
+      for (std::size_t i = 0; i < compute[b].size(); ++i) {
+        t += concat(i == 0 ? "\n      " : ",\n      ", compute[b][i].dump());
+      }
+      t += "\n    ]";
     }
-    text += "\n    ]";
-  }
-  text += "\n  ]\n}\n";
+    return t + "\n  ]";
+  };
+  text += table("compute_ms");
+  if (j.contains("compute_after_read_ms")) text += ",\n" + table("compute_after_read_ms");
+  text += "\n}\n";
   return text;
 }
 
@@ -161,7 +183,7 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
   json_only_keys(j,
                  {"format", "version", "machine", "bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer",
-                  "num_layers", "compute_ms"},
+                  "num_layers", "compute_ms", "compute_after_read_ms"},
                  d, file);
   json_check_format(j, kDeviceProfileFormatName, "a device profile", kDeviceProfileVersion, "", d, file);
   DeviceProfile p;
@@ -184,17 +206,21 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   p.io_ms = json_nonnegatives(json_member(j, "io_ms", d, file), nb, "\"io_ms\"", "one per bitwidth", d, file);
   p.shard_bytes =
       json_nonnegatives(json_member(j, "shard_bytes", d, file), nb, "\"shard_bytes\"", "one per bitwidth", d, file);
-  const nlohmann::json& compute =
-      json_array_of(json_member(j, "compute_ms", d, file), nb, "\"compute_ms\"", "one per bitwidth", d, file);
-  for (std::size_t b = 0; b < nb; ++b) {
-    const std::string at_b = concat("\"compute_ms\"[", b, "]");
-    json_array_of(compute[b], nl, at_b, "one per length bucket", d, file);
-    std::vector<std::vector<double>>& per_length = p.compute_ms.emplace_back();
-    for (std::size_t i = 0; i < nl; ++i) {
-      per_length.push_back(json_nonnegatives(compute[b][i], p.shards_per_layer, concat(at_b, "[", i, "]"),
-                                             "one per m = 1..shards_per_layer", d, file));
+  const auto read_table = [&](const char* key, std::vector<std::vector<std::vector<double>>>& out) {
+    const std::string name = concat("\"", key, "\"");
+    const nlohmann::json& compute = json_array_of(json_member(j, key, d, file), nb, name, "one per bitwidth", d, file);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::string at_b = concat(name, "[", b, "]");
+      json_array_of(compute[b], nl, at_b, "one per length bucket", d, file);
+      std::vector<std::vector<double>>& per_length = out.emplace_back();
+      for (std::size_t i = 0; i < nl; ++i) {
+        per_length.push_back(json_nonnegatives(compute[b][i], p.shards_per_layer, concat(at_b, "[", i, "]"),
+                                               "one per m = 1..shards_per_layer", d, file));
+      }
     }
-  }
+  };
+  read_table("compute_ms", p.compute_ms);
+  if (j.contains("compute_after_read_ms")) read_table("compute_after_read_ms", p.compute_after_read_ms);
   return p;
 }
 

@@ -29,6 +29,7 @@ struct ElasticPlan {
   double head_start_ms = 0;    // the slack credited to AIB(0) (0 with count_slack off)
   double compute_ms = 0;       // sum of T_comp over the layers, at the chosen bits
   double estimated_ms = 0;     // estimate_pipeline(slots, preload)
+  double estimated_compute_ms = 0;  // its compute part (T_comp' for layers that wait for their read)
   bool valid = false;          // every AIB >= 0 (and, check_pipeline, estimated_ms <= T);
                                // with no target only informative (no head start, no deadline)
   bool meets_target = false;   // valid and compute_ms <= T (always true with no target)

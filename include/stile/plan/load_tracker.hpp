@@ -57,9 +57,11 @@ class LoadTracker {
   // `base` with its IO and compute times scaled.
   static DeviceProfile scaled(DeviceProfile base, const LoadScale& s) {
     for (double& t : base.io_ms) t *= s.io;
-    for (auto& per_length : base.compute_ms) {
-      for (auto& per_m : per_length) {
-        for (double& t : per_m) t *= s.compute;
+    for (auto* table : {&base.compute_ms, &base.compute_after_read_ms}) {
+      for (auto& per_length : *table) {
+        for (auto& per_m : per_length) {
+          for (double& t : per_m) t *= s.compute;
+        }
       }
     }
     return base;

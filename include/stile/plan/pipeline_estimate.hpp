@@ -9,6 +9,11 @@
 // model (layer_io_model) charges the per-request latency once per contiguous run: on emulated
 // eMMC twelve 4-bit shards of a MiniLM layer cost 12.5 ms in one read against 17.0 ms in twelve
 // (docs/results.md).
+//
+// A layer's compute time: T_comp' (the profile's compute right after a read) when it waits for its
+// own IO, as a layer computed on flash-read weights does (threads idle through the stall, weights
+// just written to memory by the device); T_comp when it follows the previous layer's compute
+// without waiting (its versions preloaded, or read ahead).
 #include <algorithm>
 #include <cstddef>
 #include <functional>
@@ -27,6 +32,7 @@ struct PipelineEstimate {
   double total_ms = 0;  // end of the last layer's compute (embeddings and pooling not included)
   double stall_ms = 0;  // compute waiting for IO, summed over layers
   double io_ms = 0;     // storage busy time
+  double compute_ms = 0;  // the layers' compute, summed (T_comp or T_comp' per layer, as above)
 };
 
 // The IO time of reading `versions` of layer `layer` (empty function: the sum of their T_io).
@@ -69,7 +75,12 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
     const double free_at = k == 0 ? 0.0 : compute_end[k - 1];
     const double start = std::max(free_at, io_end);
     e.stall_ms += start - free_at;
-    compute_end[k] = start + profile.compute_ms_at(widest, tokens, plan.layers[k].size());
+    const bool after_read = io > 0 && io_end >= free_at;
+    const std::size_t m = plan.layers[k].size();
+    const double compute = after_read ? profile.compute_after_read_ms_at(widest, tokens, m)
+                                      : profile.compute_ms_at(widest, tokens, m);
+    e.compute_ms += compute;
+    compute_end[k] = start + compute;
   }
   e.total_ms = n == 0 ? 0.0 : compute_end.back();
   return e;

@@ -174,6 +174,8 @@ inline void check_profile(const DeviceProfile& p) {
   require(
       p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size() && p.compute_ms.size() == p.bits.size(),
       "planner: device profile: io_ms, shard_bytes and compute_ms must have one entry per bitwidth");
+  require(p.compute_after_read_ms.empty() || p.compute_after_read_ms.size() == p.bits.size(),
+          "planner: device profile: compute_after_read_ms must have one entry per bitwidth (or none)");
 }
 
 // The bitwidth's index in the profile; the profile's own error ("no measurements at 3 bits (it
@@ -312,8 +314,11 @@ struct Context {
   std::vector<double> budgets(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
     return accumulated_io_budgets(profile, plan, tokens, held_of(preload), head_start(plan), layer_io);
   }
+  PipelineEstimate pipeline(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
+    return estimate_pipeline(profile, plan, tokens, slots, held_of(preload), layer_io);
+  }
   double estimate(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
-    return estimate_pipeline(profile, plan, tokens, slots, held_of(preload), layer_io).total_ms;
+    return pipeline(plan, preload).total_ms;
   }
   bool valid(const SubmodelPlan& plan, const std::set<ShardKey>& preload) const {
     if (!budgets_valid(budgets(plan, preload))) return false;
@@ -504,7 +509,9 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   out.valid = ctx.valid(out.submodel, out.preload);
   out.compute_ms = d::sum(d::layer_compute_ms(profile, out.submodel, tokens));
   out.meets_target = !has_target || (out.valid && out.compute_ms <= T + kBudgetToleranceMs);
-  out.estimated_ms = ctx.estimate(out.submodel, out.preload);
+  const PipelineEstimate estimate = ctx.pipeline(out.submodel, out.preload);
+  out.estimated_ms = estimate.total_ms;
+  out.estimated_compute_ms = estimate.compute_ms;
 
   std::string text =
       concat("bucket ", out.length_bucket, ": compute plan ", out.compute_layers, "x", out.compute_shards);
