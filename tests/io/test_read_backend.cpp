@@ -323,6 +323,27 @@ TEST_CASE("the emulator delays reads to the model and returns the same bytes", "
   CHECK_THROWS_WITH(stile::emulate_storage(stile::open_read_backend(file.path), {"bad", -1, 0}), Contains("'bad'"));
 }
 
+TEST_CASE("two backends on one emulated device queue behind each other", "[read_backend][emulator]") {
+  // Two readers of one chip (an engine and a background reader): each read costs 20 ms of the
+  // model; started together from two threads, the later one ends no sooner than 40 ms after the
+  // start (a lower bound, the emulator's contract). Each gets its own bytes.
+  TempFile file(kFileBytes);
+  const stile::StorageProfile profile{"test", 0, 20e-3};
+  const auto device = std::make_shared<stile::EmulatedDevice>();
+  auto a = stile::emulate_storage(stile::open_read_backend(file.path), profile, device);
+  auto b = stile::emulate_storage(stile::open_read_backend(file.path), profile, device);
+  const std::vector<Span> spans = {{0, 4 * kPage}};
+  std::string problems[2];
+  const auto start = std::chrono::steady_clock::now();
+  std::thread other([&] { problems[1] = read_mismatch(*b, file.bytes, kFileBytes, spans); });
+  problems[0] = read_mismatch(*a, file.bytes, kFileBytes, spans);
+  other.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(problems[0].empty());
+  CHECK(problems[1].empty());
+  CHECK(elapsed >= 2 * profile.latency_s - 1e-6);
+}
+
 TEST_CASE("concurrent callers all get their bytes", "[read_backend][emulator]") {
   TempFile file(kFileBytes);
   std::vector<std::unique_ptr<stile::ReadBackend>> backends;
