@@ -110,8 +110,9 @@ struct EngineOptions {
   // late read's spike is a multiple of the emulated time); null: none. For tests and soaks.
   std::shared_ptr<FaultInjector> faults{};
   // Online re-profiling (plan/load_tracker.hpp; needs a device profile): after each planned
-  // request, compare its measured compute and IO with the profile's, keep the median ratio of
-  // the last 15 requests, and re-plan with the profile scaled by it when it moves by more than 5%
+  // request, compare its measured compute and IO with the profile's, keep the 90% quantile of
+  // each ratio over the last 15 requests, and re-plan with the profile scaled by them when one
+  // moves by more than 5%
   // (a device busier than when it was profiled gets smaller plans; one that is idle again, the
   // profiled ones).
   bool reprofile = false;
