@@ -196,7 +196,7 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
   constexpr std::string_view d = "op latency profile";
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
   // Version 1 (before the request cost) is still read: its request costs are 0, request_measured false.
-  const bool v1 = j.contains("version") && j["version"].is_number_unsigned() && j["version"].get<std::uint64_t>() == 1;
+  const bool v1 = j.contains("version") && j["version"].is_number_integer() && j["version"].get<std::int64_t>() == 1;
   if (v1) {
     json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
                        "transfer"},
