@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "stile/calibrate/request_cost_profiler.hpp"
+#include "stile/calibrate/traced_op_profiler.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/mapped_forward.hpp"
 #include "stile/hetero/processor_set.hpp"
@@ -254,4 +255,39 @@ TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs")
   low[0].measured_us = 900;
   CHECK(stile::fit_request_model(low, 0).request1_us == 0);
   CHECK_THAT(error_of([] { stile::fit_request_model({}, 0); }), Contains("no run on one processor"));
+}
+
+// The traced op profiler (calibrate/traced_op_profiler.hpp) on a CPU core: every kind it fills, in
+// the formats it says, from the trace's calls; nothing else. (What it measures is not checked:
+// timing gates no test.)
+TEST_CASE("traced op profiler: the whole model on one processor fills its kinds from the trace") {
+  if (!stile::core_available(0)) {
+    WARN("SKIPPED: core 0 is not available to this process");
+    return;
+  }
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::OpGraphShape shape{.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads,
+                                  .ffn = c.intermediate, .tokens = 0, .classes = 2};
+  stile::OpLatencyProfile p = stile::OpLatencyProfile::empty(shape, {4, 8}, {"cpu:0"});
+  const std::size_t q = 0;
+  p.entry(0, stile::OpNodeKind::kPooling, NumberFormat::kF32) = {3.0, 5.0};  // the host's
+  p.entry(0, stile::OpNodeKind::kClassifier, NumberFormat::kF32) = {1.0, 2.0};
+  stile::measure_traced_op_latency(p, q, 0, dir.path, {NumberFormat::kF32, NumberFormat::kInt8}, 2);
+  using K = stile::OpNodeKind;
+  for (const K k : {K::kQkv, K::kAttnOut, K::kFfnIn, K::kFfnOut}) {
+    CHECK(p.has(q, k, NumberFormat::kF32));
+    CHECK(p.has(q, k, NumberFormat::kInt8));
+    CHECK_FALSE(p.has(q, k, NumberFormat::kF16));
+    CHECK(p.latency_us(q, k, NumberFormat::kF32, 8) > 0);
+  }
+  for (const K k : {K::kEmbedding, K::kAttentionHead, K::kLayerNorm}) {
+    CHECK(p.has(q, k, NumberFormat::kF32));
+    CHECK_FALSE(p.has(q, k, NumberFormat::kInteger));
+    CHECK(p.latency_us(q, k, NumberFormat::kF32, 4) > 0);
+  }
+  CHECK(p.latency_us(q, K::kPooling, NumberFormat::kF32, 8) == 5.0);
+  CHECK(p.latency_us(q, K::kClassifier, NumberFormat::kF32, 4) == 1.0);
+  CHECK(p.settings["traced"].contains("cpu:0"));
 }

@@ -321,6 +321,22 @@ TEST_CASE("op latency profile: version 2 carries the request cost; version 1 rea
   CHECK_THAT(refused(bad), Contains("version 3 is not supported") && Contains("version 2 or 1"));
 }
 
+TEST_CASE("op latency profile: a processor added later has no entries and free transfers") {
+  stile::OpLatencyProfile p = small_profile();
+  p.request_us = {12, 150};
+  p.request_measured = true;
+  CHECK(p.add_processor("opencl:0") == 2);
+  CHECK(p.processors.back() == "opencl:0");
+  REQUIRE(p.transfer.size() == 3);
+  for (const auto& row : p.transfer) CHECK(row.size() == 3);
+  CHECK(p.transfer_us(0, 2, 100) == 0);
+  CHECK(p.transfer_us(0, 1, 10) == 7);  // the others' are kept
+  CHECK(p.request_us == std::vector<double>{12, 150, 150});
+  CHECK_FALSE(p.has(2, OpNodeKind::kQkv, NumberFormat::kF32));
+  p.entry(2, OpNodeKind::kQkv, NumberFormat::kF32) = {1, 2};
+  CHECK(p.latency_us(2, OpNodeKind::kQkv, NumberFormat::kF32, 20) == 2);
+}
+
 TEST_CASE("op latency profile: bad files are refused with the file and the problem named") {
   const nlohmann::json good = small_profile().to_json();
   auto refused = [](const nlohmann::json& j) {

@@ -39,11 +39,12 @@
 
 namespace stile {
 
-// A request of `tokens` tokens spread over the vocabulary (what the latency figures time).
-inline Encoding synthetic_encoding(std::size_t tokens) {
+// A request of `tokens` tokens spread over the vocabulary (what the latency figures time); a
+// vocabulary smaller than 21000 (tests' tiny models) wraps the ids.
+inline Encoding synthetic_encoding(std::size_t tokens, std::size_t vocab = 30522) {
   Encoding e;
   for (std::size_t k = 0; k < tokens; ++k) {
-    e.input_ids.push_back(static_cast<std::int32_t>(1000 + (k * 7919) % 20000));
+    e.input_ids.push_back(static_cast<std::int32_t>((1000 + (k * 7919) % 20000) % std::max<std::size_t>(1, vocab)));
     e.token_type_ids.push_back(0);
     e.attention_mask.push_back(1);
   }
@@ -56,7 +57,7 @@ inline Encoding synthetic_encoding(std::size_t tokens) {
 // products itself (the graph's pooling and classifier nodes).
 inline double mapped_forward_us(MappedForward& f, std::size_t tokens, std::size_t repeats) {
   const std::size_t d = f.config().hidden;
-  const std::vector<Encoding> batch{synthetic_encoding(tokens)};
+  const std::vector<Encoding> batch{synthetic_encoding(tokens, f.config().vocab_size)};
   std::vector<double> us;
   std::vector<float> hidden, pooled(d);
   const std::vector<float> head(2 * d, 0.01f);
