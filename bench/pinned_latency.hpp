@@ -1,7 +1,8 @@
 #pragma once
 // The measured latency of a forward pass on one processor as the op latency profile defines it
 // (calibrate/op_latency_profiler.hpp): one thread pinned to one core, one sequence of `tokens`
-// tokens, encode() + mean pooling + a 2-class head's dot products (the operator graph's nodes).
+// tokens, encode() + mean pooling + a 2-class head's dot products (the operator graph's nodes); a
+// mapped forward's: calibrate/request_cost_profiler.hpp's mapped_forward_us.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -9,22 +10,15 @@
 #include <vector>
 
 #include "stile/calibrate/op_latency_profiler.hpp"
+#include "stile/calibrate/request_cost_profiler.hpp"
 #include "stile/hetero/mapped_forward.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/pooling.hpp"
 
 namespace stile::bench {
 
-// A request of `tokens` tokens spread over the vocabulary (what the latency figures time).
-inline Encoding synthetic_encoding(std::size_t tokens) {
-  Encoding e;
-  for (std::size_t k = 0; k < tokens; ++k) {
-    e.input_ids.push_back(static_cast<std::int32_t>(1000 + (k * 7919) % 20000));
-    e.token_type_ids.push_back(0);
-    e.attention_mask.push_back(1);
-  }
-  return e;
-}
+using stile::synthetic_encoding;  // calibrate/request_cost_profiler.hpp
+using stile::mapped_forward_us;
 
 // The median over `repeats` runs (after 3 warm-up runs), in microseconds.
 inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsigned cpu, std::size_t repeats) {
@@ -49,32 +43,6 @@ inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsi
       if (r >= 3) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
     }
   });
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
-// The same for a mapped forward over its processors (hetero/mapped_forward.hpp): the driving
-// thread (this one, unpinned) enqueues the request and sleeps until the processors are done, then
-// pools and runs the classifier's dot products itself.
-inline double mapped_forward_us(MappedForward& f, std::size_t tokens, std::size_t repeats) {
-  const std::size_t d = f.config().hidden;
-  const Encoding e = synthetic_encoding(tokens);
-  std::vector<double> us;
-  std::vector<float> hidden, pooled(d);
-  const std::vector<float> head(2 * d, 0.01f);
-  const std::vector<Encoding> batch{e};
-  for (std::size_t r = 0; r < repeats + 3; ++r) {
-    const auto a = std::chrono::steady_clock::now();
-    f.encode(batch, hidden);
-    pool_tokens(hidden, tokens, d, Pooling::kMean, pooled);
-    volatile float logit = 0;
-    for (std::size_t k = 0; k < 2; ++k) {
-      float acc = 0;
-      for (std::size_t j = 0; j < d; ++j) acc += head[k * d + j] * pooled[j];
-      logit = logit + acc;
-    }
-    if (r >= 3) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
-  }
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "stile/calibrate/request_cost_profiler.hpp"
+#include "stile/calibrate/traced_op_profiler.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/mapped_forward.hpp"
 #include "stile/hetero/processor_set.hpp"
@@ -205,4 +207,87 @@ TEST_CASE("mappings the processors or weights cannot run are refused") {
   CHECK_THAT(opened({"opencl:"}), Contains("not opencl:N"));
   if (!stile::opencl_available()) CHECK_THAT(opened({"opencl:0"}), Contains("processor 'opencl:0'") && Contains("absent"));
   CHECK(stile::open_mapping_processors({"cpu:0"}, g, stile::OpMapping::uniform(g.size(), 0), "m.json").owned.size() == 1);
+}
+
+// The request cost fit (calibrate/request_cost_profiler.hpp): its mappings, its count of hand-offs
+// on the critical path, and its least squares on samples with known costs.
+TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs") {
+  const stile::OpGraph g = stile::bert_op_graph({.layers = 2, .hidden = 4, .heads = 2, .ffn = 8, .tokens = 3});
+  const std::vector<NumberFormat> f(g.size(), NumberFormat::kF32);
+  const stile::OpMapping one = stile::layer_norms_moved(g, f, 0, 1, 1);
+  std::size_t moved = 0;
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    if (one.processor[n] == 1) {
+      ++moved;
+      CHECK(g.nodes[n].kind == stile::OpNodeKind::kLayerNorm);
+      CHECK(g.nodes[n].layer == 0);
+    }
+  }
+  CHECK(moved == 2);
+  // Every node 1 us, free transfers. Each moved LayerNorm sits between two nodes of processor 0
+  // on the critical path (attn_out -> ln1 -> ffn_in, ffn_out -> ln2 -> the next qkv or pooling):
+  // two hand-offs each.
+  const stile::OpCostTable c = stile::OpCostTable::constant(g.size(), 2, 1.0);
+  CHECK(stile::critical_handoffs(g, c, one, 0, 1) == Approx(4));
+  CHECK(stile::critical_handoffs(g, c, stile::layer_norms_moved(g, f, 1, 0, 2), 0, 1) == Approx(8));
+  CHECK(stile::critical_handoffs(g, c, stile::OpMapping::uniform(g.size(), 0), 0, 1) == 0);
+
+  // Samples made from request(1) = 10, request(2) = 100, hand-off 5 us (pair 0) and 20 us (pair 1).
+  std::vector<stile::RequestCostSample> s;
+  auto add = [&](std::size_t used, std::size_t pair, double nodes, double handoffs, double measured) {
+    stile::RequestCostSample x;
+    x.processors_used = used, x.pair = pair, x.nodes_us = nodes, x.handoffs = handoffs, x.measured_us = measured;
+    s.push_back(x);
+  };
+  add(1, 0, 1000, 0, 1009);  // residuals 9, 10, 40: the median is 10
+  add(1, 0, 2000, 0, 2010);
+  add(1, 0, 500, 0, 540);
+  for (const double h : {4.0, 12.0, 24.0}) add(2, 0, 3000, h, 3000 + 100 + 5 * h);
+  for (const double h : {4.0, 8.0}) add(2, 1, 3000, h, 3000 + 100 + 20 * h);
+  const stile::RequestCostFit fit = stile::fit_request_model(s, 2);
+  CHECK(fit.request1_us == Approx(10));
+  CHECK(fit.request2_us == Approx(100));
+  REQUIRE(fit.handoff_us.size() == 2);
+  CHECK(fit.handoff_us[0] == Approx(5));
+  CHECK(fit.handoff_us[1] == Approx(20));
+  // Residuals below the model are clamped at 0, not fitted as negative costs.
+  std::vector<stile::RequestCostSample> low{s[0]};
+  low[0].measured_us = 900;
+  CHECK(stile::fit_request_model(low, 0).request1_us == 0);
+  CHECK_THAT(error_of([] { stile::fit_request_model({}, 0); }), Contains("no run on one processor"));
+}
+
+// The traced op profiler (calibrate/traced_op_profiler.hpp) on a CPU core: every kind it fills, in
+// the formats it says, from the trace's calls; nothing else. (What it measures is not checked:
+// timing gates no test.)
+TEST_CASE("traced op profiler: the whole model on one processor fills its kinds from the trace") {
+  if (!stile::core_available(0)) {
+    WARN("SKIPPED: core 0 is not available to this process");
+    return;
+  }
+  stile_test::TempDir dir;
+  stile_test::write_tiny_bert(dir.path, 2);
+  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::OpGraphShape shape{.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads,
+                                  .ffn = c.intermediate, .tokens = 0, .classes = 2};
+  stile::OpLatencyProfile p = stile::OpLatencyProfile::empty(shape, {4, 8}, {"cpu:0"});
+  const std::size_t q = 0;
+  p.entry(0, stile::OpNodeKind::kPooling, NumberFormat::kF32) = {3.0, 5.0};  // the host's
+  p.entry(0, stile::OpNodeKind::kClassifier, NumberFormat::kF32) = {1.0, 2.0};
+  stile::measure_traced_op_latency(p, q, 0, dir.path, {NumberFormat::kF32, NumberFormat::kInt8}, 2);
+  using K = stile::OpNodeKind;
+  for (const K k : {K::kQkv, K::kAttnOut, K::kFfnIn, K::kFfnOut}) {
+    CHECK(p.has(q, k, NumberFormat::kF32));
+    CHECK(p.has(q, k, NumberFormat::kInt8));
+    CHECK_FALSE(p.has(q, k, NumberFormat::kF16));
+    CHECK(p.latency_us(q, k, NumberFormat::kF32, 8) > 0);
+  }
+  for (const K k : {K::kEmbedding, K::kAttentionHead, K::kLayerNorm}) {
+    CHECK(p.has(q, k, NumberFormat::kF32));
+    CHECK_FALSE(p.has(q, k, NumberFormat::kInteger));
+    CHECK(p.latency_us(q, k, NumberFormat::kF32, 4) > 0);
+  }
+  CHECK(p.latency_us(q, K::kPooling, NumberFormat::kF32, 8) == 5.0);
+  CHECK(p.latency_us(q, K::kClassifier, NumberFormat::kF32, 4) == 1.0);
+  CHECK(p.settings["traced"].contains("cpu:0"));
 }

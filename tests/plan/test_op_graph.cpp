@@ -207,6 +207,29 @@ TEST_CASE("schedule emulator: parallel branches overlap on two processors, trans
   CHECK(stile::predict_latency_us(g3, costs_of({1, 4, 4, 4, 1}, 2), m3) == 1 + 4 + 4 + 1);
 }
 
+TEST_CASE("schedule emulator: the request cost follows the number of processors used") {
+  // a -> {b, c} -> d as above; request cost 10 us on one processor, 100 us on two.
+  const stile::OpGraph g = hand_graph({{}, {{0, 100}}, {{0, 100}}, {{1, 10}, {2, 10}}}, {1, 2});
+  stile::OpCostTable c = costs_of({1, 5, 5, 1}, 2);
+  c.request_us = {10, 100};
+  const stile::OpSchedule one = stile::emulate_schedule(g, c, stile::OpMapping::uniform(4, 1));
+  CHECK(one.request_us == 10);
+  CHECK(one.makespan_us == 12 + 10);
+  CHECK(one.finish_us[3] == 12);  // the nodes' schedule is unchanged
+  stile::OpMapping m = stile::OpMapping::uniform(4, 0);
+  m.processor[2] = 1;
+  CHECK(stile::emulate_schedule(g, c, m).request_us == 100);
+  CHECK(stile::predict_latency_us(g, c, m) == 7 + 100);
+  // Spreading now loses: 107 us against 22 on one processor. Without the term it won, 7 against 12.
+  c.request_us.clear();
+  CHECK(stile::predict_latency_us(g, c, m) == 7);
+  // More processors than entries: the last entry.
+  stile::OpCostTable c3 = costs_of({1, 5, 5, 1}, 3);
+  c3.request_us = {10, 100};
+  m.processor[1] = 2;
+  CHECK(stile::emulate_schedule(g, c3, m).request_us == 100);
+}
+
 TEST_CASE("schedule emulator: formats pick their cost; a missing one or a bad mapping is an error") {
   const stile::OpGraph g = hand_graph({{}, {{0, 8}}});
   stile::OpCostTable c = costs_of({4, 4}, 1);
@@ -243,6 +266,75 @@ TEST_CASE("op latency profile: lookups interpolate; the file round-trips") {
   CHECK(stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 1)) == 40.0 * 11);
   const stile::OpGraph other = stile::bert_op_graph({.layers = 2, .hidden = 4, .heads = 2, .ffn = 8, .tokens = 15});
   CHECK_THAT(error_of([&] { stile::OpCostTable::from_profile(other, q); }), Contains("another model shape"));
+}
+
+TEST_CASE("op latency profile: version 2 carries the request cost; version 1 reads as none") {
+  stile::OpLatencyProfile p = small_profile();
+  CHECK_FALSE(p.request_measured);
+  CHECK(p.request_us == std::vector<double>{0, 0});
+  CHECK(p.to_json()["version"] == 1);  // nothing fitted: written as version 1, without request_us
+  CHECK_FALSE(p.to_json().contains("request_us"));
+  CHECK_THAT(p.request_cost_note(), Contains("no request cost (version 1)"));
+  const stile::OpGraph g = stile::bert_op_graph({.layers = 1, .hidden = 4, .heads = 2, .ffn = 8, .tokens = 10});
+  CHECK(stile::OpCostTable::from_profile(g, p).request_us.empty());
+  p.request_us = {12, 150};
+  p.request_measured = true;
+  CHECK(p.request_cost_note().empty());
+  const nlohmann::json j = p.to_json();
+  CHECK(j["version"] == 2);
+  CHECK(j["request_us"] == nlohmann::json({12.0, 150.0}));
+  const stile::OpLatencyProfile q = stile::OpLatencyProfile::from_json(j, "x.json");
+  CHECK(q.request_measured);
+  CHECK(q.request_us == std::vector<double>{12, 150});
+  CHECK(q.to_json() == j);
+  // One processor: 11 nodes of 10 us + 12; spread over both: + 150 (and its transfers).
+  const stile::OpCostTable c = stile::OpCostTable::from_profile(g, q);
+  CHECK(stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 0)) == 110 + 12);
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  m.processor[g.size() - 1] = 1;  // the classifier: one transfer of its input (2.0 + 0.5 x bytes)
+  CHECK(stile::emulate_schedule(g, c, m).request_us == 150);
+  // A version 1 file (before the request cost) is still read, and its request costs are 0.
+  nlohmann::json v1 = j;
+  v1["version"] = 1;
+  v1.erase("request_us");
+  const stile::OpLatencyProfile old = stile::OpLatencyProfile::from_json(v1, "old.json");
+  CHECK_FALSE(old.request_measured);
+  CHECK(old.request_us == std::vector<double>{0, 0});
+  CHECK(old.to_json() == v1);
+  auto refused = [](const nlohmann::json& bad) {
+    return error_of([&] { stile::OpLatencyProfile::from_json(bad, "x.json"); });
+  };
+  nlohmann::json bad = v1;
+  bad["request_us"] = {1.0, 2.0};  // version 1 has no request cost
+  CHECK_THAT(refused(bad), Contains("unknown key \"request_us\""));
+  bad = j;
+  bad.erase("request_us");
+  CHECK_THAT(refused(bad), Contains("x.json") && Contains("request_us"));
+  bad = j;
+  bad["request_us"] = {1.0};
+  CHECK_THAT(refused(bad), Contains("one per processor count"));
+  bad = j;
+  bad["request_us"] = {1.0, -1.0};
+  CHECK_THAT(refused(bad), Contains(">= 0"));
+  bad = j;
+  bad["version"] = 3;
+  CHECK_THAT(refused(bad), Contains("version 3 is not supported") && Contains("version 2 or 1"));
+}
+
+TEST_CASE("op latency profile: a processor added later has no entries and free transfers") {
+  stile::OpLatencyProfile p = small_profile();
+  p.request_us = {12, 150};
+  p.request_measured = true;
+  CHECK(p.add_processor("opencl:0") == 2);
+  CHECK(p.processors.back() == "opencl:0");
+  REQUIRE(p.transfer.size() == 3);
+  for (const auto& row : p.transfer) CHECK(row.size() == 3);
+  CHECK(p.transfer_us(0, 2, 100) == 0);
+  CHECK(p.transfer_us(0, 1, 10) == 7);  // the others' are kept
+  CHECK(p.request_us == std::vector<double>{12, 150, 150});
+  CHECK_FALSE(p.has(2, OpNodeKind::kQkv, NumberFormat::kF32));
+  p.entry(2, OpNodeKind::kQkv, NumberFormat::kF32) = {1, 2};
+  CHECK(p.latency_us(2, OpNodeKind::kQkv, NumberFormat::kF32, 20) == 2);
 }
 
 TEST_CASE("op latency profile: bad files are refused with the file and the problem named") {

@@ -9,7 +9,7 @@
 //
 //   {
 //     "format": "stile-op-latency-profile",   exactly this
-//     "version": 1,
+//     "version": 2,                            (1: without "request_us", read as no request cost)
 //     "machine": { ... },                      free-form: what it was measured on
 //     "settings": { ... },                     free-form: how (repeats, threads per processor, ...)
 //     "shape": {"layers": 6, "hidden": 384, "heads": 12, "ffn": 1536, "classes": 2},
@@ -18,13 +18,19 @@
 //     "latency_us": [                          one entry per (processor, kind, format), no repeats
 //       {"processor": "cpu:0", "kind": "qkv", "format": "int8", "us": [..one per tokens..]}, ...],
 //     "transfer": [                            one entry per ordered pair of distinct processors
-//       {"from": "cpu:0", "to": "cpu:1", "call_us": 2.1, "byte_us": 0.0001}, ...]
-//   }
+//       {"from": "cpu:0", "to": "cpu:1", "call_us": 2.1, "byte_us": 0.0001}, ...],
+//     "request_us": [12.0, 180.0]              version 2: the mapped forward's cost per request
+//   }                                          beyond its nodes, by how many processors it uses
 //
 // kind and format are op_graph.hpp's names; a format the kind does not have is refused. A node's
 // latency at a token count between two measured ones is interpolated linearly, outside them
 // extrapolated along the nearest segment (never below 0). Transfer of b bytes from p to q costs
-// call_us + b * byte_us; on one processor, 0.
+// call_us + b * byte_us; on one processor, 0. request_us[k - 1] is what executing a mapping that
+// uses k processors costs per request beyond its nodes and transfers (the driver's hand-over, the
+// processors' wake-ups, the driver's own wake-up; fitted on executed mappings by
+// calibrate/request_cost_profiler.hpp), one entry per processor count 1..processors. A version 1
+// file has none: it is read with request_measured false and every request cost 0 (the tools say
+// so), and written back as version 1.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -45,7 +51,7 @@
 namespace stile {
 
 inline constexpr std::string_view kOpLatencyProfileFormatName = "stile-op-latency-profile";
-inline constexpr std::uint64_t kOpLatencyProfileVersion = 1;
+inline constexpr std::uint64_t kOpLatencyProfileVersion = 2;
 
 struct TransferCost {
   double call_us = 0, byte_us = 0;
@@ -61,6 +67,8 @@ struct OpLatencyProfile {
   // [processor][kind][format]: microseconds per tokens entry; empty when not measured.
   std::vector<std::array<std::array<std::vector<double>, kNumberFormats>, kOpNodeKinds>> latency;
   std::vector<std::vector<TransferCost>> transfer;  // [from][to]; the diagonal is unused
+  std::vector<double> request_us;                   // [processors used - 1]; zeros unless request_measured
+  bool request_measured = false;                    // false: read from a version 1 file, or not fitted yet
 
   // An empty profile over these processors and token counts (latency and transfer to be filled).
   static OpLatencyProfile empty(OpGraphShape shape, std::vector<std::size_t> tokens, std::vector<std::string> procs) {
@@ -71,7 +79,18 @@ struct OpLatencyProfile {
     p.processors = std::move(procs);
     p.latency.resize(p.processors.size());
     p.transfer.assign(p.processors.size(), std::vector<TransferCost>(p.processors.size()));
+    p.request_us.assign(p.processors.size(), 0.0);
     return p;
+  }
+
+  // Appends a processor with no latency entries, free transfers to and from it, no request cost.
+  std::size_t add_processor(std::string name) {
+    processors.push_back(std::move(name));
+    latency.resize(processors.size());
+    for (auto& row : transfer) row.resize(processors.size());
+    transfer.resize(processors.size(), std::vector<TransferCost>(processors.size()));
+    request_us.resize(processors.size(), request_us.empty() ? 0.0 : request_us.back());
+    return processors.size() - 1;
   }
 
   bool has(std::size_t proc, OpNodeKind k, NumberFormat f) const {
@@ -99,6 +118,12 @@ struct OpLatencyProfile {
   }
   double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
     return from == to ? 0.0 : transfer.at(from).at(to).us(bytes);
+  }
+  // What a tool says about a profile without a request cost (version 1), or "".
+  std::string request_cost_note() const {
+    return request_measured ? std::string()
+                            : std::string("note: the op latency profile has no request cost (version 1): predictions "
+                                          "leave out the executor's per-request cost; measure it again with profile_ops");
   }
   // The processor named `name`; Error when the profile has none.
   std::size_t processor_index(std::string_view name) const {
@@ -130,8 +155,8 @@ struct OpLatencyProfile {
                         {"byte_us", transfer[a][b].byte_us}});
       }
     }
-    return {{"format", kOpLatencyProfileFormatName},
-            {"version", kOpLatencyProfileVersion},
+    nlohmann::json j = {{"format", kOpLatencyProfileFormatName},
+            {"version", request_measured ? kOpLatencyProfileVersion : 1},
             {"machine", machine},
             {"settings", settings},
             {"shape",
@@ -144,6 +169,8 @@ struct OpLatencyProfile {
             {"processors", processors},
             {"latency_us", lat},
             {"transfer", xfer}};
+    if (request_measured) j["request_us"] = request_us;
+    return j;
   }
 
   static OpLatencyProfile from_json(const nlohmann::json& j, const std::string& file);
@@ -168,9 +195,20 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
   using namespace op_latency_profile_detail;
   constexpr std::string_view d = "op latency profile";
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
-  json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us", "transfer"},
-                 d, file);
-  json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", kOpLatencyProfileVersion, "", d, file);
+  // Version 1 (before the request cost) is still read: its request costs are 0, request_measured false.
+  const bool v1 = j.contains("version") && j["version"].is_number_integer() && j["version"].get<std::int64_t>() == 1;
+  if (v1) {
+    json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
+                       "transfer"},
+                   d, file);
+    json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", 1, "", d, file);
+  } else {
+    json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
+                       "transfer", "request_us"},
+                   d, file);
+    json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", kOpLatencyProfileVersion, " or 1", d,
+                      file);
+  }
   OpGraphShape shape;
   const nlohmann::json& sj = json_object_member(j, "shape", d, file);
   json_only_keys(sj, {"layers", "hidden", "heads", "ffn", "classes"}, d, file);
@@ -253,6 +291,11 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
         json_fail(file, d, "no transfer cost from \"", p.processors[a], "\" to \"", p.processors[b], "\"");
       }
     }
+  }
+  if (!v1) {
+    p.request_us = json_nonnegatives(json_member(j, "request_us", d, file), p.processors.size(), "\"request_us\"",
+                                     "one per processor count 1..processors", d, file);
+    p.request_measured = true;
   }
   return p;
 }

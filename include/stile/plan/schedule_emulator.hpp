@@ -9,7 +9,9 @@
 // time, so parallel branches (attention heads) run concurrently exactly when they sit on
 // different processors. Transfers are delays on the edge: they occupy neither processor (on CPU
 // clusters the cost is the consumer's cache misses and the hand-off's wake-up, both measured as a
-// delay by calibrate/op_latency_profiler.hpp).
+// delay by calibrate/op_latency_profiler.hpp). The prediction is the schedule's makespan plus the
+// request cost of the number of processors the mapping uses (the executor's driver: handing the
+// request over, waking the processors and itself; the profile's request_us).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -41,6 +43,7 @@ struct OpCostTable {
   std::size_t processors = 0;
   std::vector<std::vector<std::array<double, kNumberFormats>>> node_us;
   std::vector<std::vector<TransferCost>> transfer;
+  std::vector<double> request_us;  // [processors used - 1]; empty: no request cost
 
   static constexpr double kMissing = std::numeric_limits<double>::infinity();
 
@@ -51,6 +54,7 @@ struct OpCostTable {
     OpCostTable t;
     t.processors = p.processors.size();
     t.transfer = p.transfer;
+    if (p.request_measured) t.request_us = p.request_us;
     t.node_us.resize(g.size());
     for (std::size_t n = 0; n < g.size(); ++n) {
       t.node_us[n].resize(t.processors);
@@ -81,11 +85,16 @@ struct OpCostTable {
   double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
     return from == to ? 0.0 : transfer[from][to].us(bytes);
   }
+  // The request cost of a mapping that uses `used` processors (0 without a request cost).
+  double request_cost_us(std::size_t used) const {
+    return used == 0 || request_us.empty() ? 0.0 : request_us.at(std::min(used, request_us.size()) - 1);
+  }
 };
 
 struct OpSchedule {
   std::vector<double> start_us, finish_us;
-  double makespan_us = 0;
+  double makespan_us = 0;  // the last node's finish plus request_us
+  double request_us = 0;   // the request cost (the processors used)
   std::vector<double> busy_us;  // [processor]: time it computes
 };
 
@@ -101,6 +110,7 @@ inline OpSchedule emulate_schedule(const OpGraph& g, const OpCostTable& costs, c
   s.finish_us.resize(g.size());
   s.busy_us.assign(costs.processors, 0.0);
   std::vector<double> free_at(costs.processors, 0.0);
+  std::vector<bool> used(costs.processors, false);
   for (std::size_t n = 0; n < g.size(); ++n) {
     const std::size_t p = m.processor[n];
     if (p >= costs.processors) {
@@ -120,8 +130,11 @@ inline OpSchedule emulate_schedule(const OpGraph& g, const OpCostTable& costs, c
     s.finish_us[n] = ready + c;
     free_at[p] = s.finish_us[n];
     s.busy_us[p] += c;
+    used[p] = true;
     s.makespan_us = std::max(s.makespan_us, s.finish_us[n]);
   }
+  s.request_us = costs.request_cost_us(static_cast<std::size_t>(std::count(used.begin(), used.end(), true)));
+  s.makespan_us += s.request_us;
   return s;
 }
 
