@@ -103,9 +103,10 @@ constexpr DictLookup DictAutoLookup() {
 }
 
 #ifdef STILE_DICT_VBMI
-// Where the AVX3 targets' automatic choice takes the VBMI byte decoder over the two-table tree
-// (bench_dequant (a); docs/results.md, issue 23, machine E).
-constexpr bool DictVbmiAuto(unsigned bits) { return bits >= 2; }
+// Where the AVX3 targets' automatic choice takes the VBMI byte decoder over the two-table tree:
+// where it decoded faster (bench_dequant (a), docs/results.md, issue 23, machine E). It costs the
+// same at every bitwidth (36-38 GB/s there), the tree 61, 34, 44, 29 and 24 GB/s at 2..6 bits.
+constexpr bool DictVbmiAuto(unsigned bits) { return bits == 3 || bits == 5 || bits == 6; }
 #endif
 
 // The centroids, copied once per block decode into an aligned table that the lookups load
