@@ -16,7 +16,8 @@
 //      looked up two 16-entry slices at a time (vpermt2ps);
 // then the outliers of the panel are patched over it (a binary search in the sorted keys).
 // Whole groups at 4..6 bits on AVX2, SSE4 (4, 5) and NEON take the byte-plane decoder of
-// dict_bytes-inl.h instead (DictLookup::kBytes): byte shuffles over the centroids' bytes.
+// dict_bytes-inl.h instead (DictLookup::kBytes): byte shuffles over the centroids' bytes; on the
+// AVX3 targets, where the CPU has VBMI, the 64-entry byte lookups of dict_vbmi-inl.h.
 // Vectors that start off a vector boundary (stacked blocks of odd row counts) and the scalar
 // target take a plain scalar loop over quant::slab_index.
 #if defined(STILE_KERNELS_DICT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -37,6 +38,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/kernels/codec.hpp"
 #include "stile/kernels/dict_bytes-inl.h"
+#include "stile/kernels/dict_vbmi-inl.h"
 #include "stile/kernels/pack-inl.h"
 #include "stile/quant/packed_layout.hpp"
 
@@ -99,6 +101,13 @@ constexpr DictLookup DictAutoLookup() {
   }
   return DictVectorLookup<kBits, kLanes>();
 }
+
+#ifdef STILE_DICT_VBMI
+// Where the AVX3 targets' automatic choice takes the VBMI byte decoder over the two-table tree:
+// where it decoded faster (bench_dequant (a), docs/results.md, issue 23, machine E). It costs the
+// same at every bitwidth (36-38 GB/s there), the tree 61, 34, 44, 29 and 24 GB/s at 2..6 bits.
+constexpr bool DictVbmiAuto(unsigned bits) { return bits == 3 || bits == 5 || bits == 6; }
+#endif
 
 // The centroids, copied once per block decode into an aligned table that the lookups load
 // whole vectors from, zero-padded to at least one vector of any target (16 floats).
@@ -337,6 +346,20 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
     // (kBytes asked where it does not apply: the automatic choice among the others.)
     constexpr DictLookup kUse = kAsked != DictLookup::kBytes ? kAsked : DictVectorLookup<kBits, kLanes>();
     std::size_t first = 0;  // rows [0, first) done by the byte-plane decoder
+#ifdef STILE_DICT_VBMI
+    // AVX-512 with VBMI: whole groups by 64-entry byte lookups (dict_vbmi-inl.h), where asked
+    // (kBytes) or chosen (kAuto: DictVbmiAuto).
+    if constexpr (kBits <= 6 && kNR % quant::kGroupRows == 0 &&
+                  (kLookup == DictLookup::kBytes || (kLookup == DictLookup::kAuto && DictVbmiAuto(kBits)))) {
+      if (CpuHasVbmi() && r0 % quant::kGroupRows == 0 && col % quant::kGroupRows == 0 && cnt >= quant::kGroupRows) {
+        for (; first + quant::kGroupRows <= cnt; first += quant::kGroupRows) {
+          const std::size_t r = r0 + first;
+          const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
+          DictDecodeVbmi<kBits>(m.centroids, slab, kc, dst + first, kNR);
+        }
+      }
+    }
+#endif
     if constexpr (kBytes) {
       // Whole groups (or halves of groups, kNR = 8) that start on a group (half) boundary.
       constexpr std::size_t kW = kNR < quant::kGroupRows ? kNR : quant::kGroupRows;
