@@ -8,7 +8,7 @@
 //                  tokens, layer after layer (threads awake, weights in cache)
 //   T_comp'(l,m,k) the same right after the layer's shards were read (the pipeline's common case on
 //                  flash: compute waited for the read, its threads idle, the weights just written
-//                  to memory by the device): 1.1-1.8x T_comp on the machines measured
+//                  to memory by the device)
 // measured by calibrate/device_profiler.hpp (how: there); this header is the file format and
 // what the planners read from it.
 //
