@@ -3,12 +3,14 @@
 // runs (forced with set_number_formats_arch): the I-BERT float wrappers equal the reference
 // composition of the integer kernels bit for bit (tests/kernels/int_ops_composed.hpp; the integer
 // kernels themselves are checked against the goldens of scripts/make_ibert_goldens.py per xsimd
-// family by test_int_ops_*), and the int8 LayerNorm and erf-approximated GELU, whose fp32 steps
-// may fuse a multiply-add on one architecture and not on another, agree with the baseline's within
-// one int8 step and 1e-6. Also: the choice follows Highway's detected (or test-limited) targets,
-// and a missing architecture is a clear error.
+// family by test_int_ops_*), also the integer GELU run in blocks with the tensor's range; the int8
+// LayerNorm and erf-approximated GELU, whose fp32 steps may fuse a multiply-add on one
+// architecture and not on another, agree with the baseline's within one int8 step and 1e-6. Also:
+// the choice follows Highway's detected (or test-limited) targets, and a missing architecture is a
+// clear error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -87,6 +89,15 @@ TEST_CASE("number-format kernels: every architecture the CPU has, against the re
         got = x, want = x;
         stile::gelu_integer_inplace(got.data(), got.size());
         int_ops_composed::gelu_integer_inplace_composed<Baseline>(want.data(), want.size());
+        CHECK(count_bit_differences(got, want) == 0);
+        // In three blocks of odd sizes with the tensor's range (how the ops split it over threads).
+        got = x;
+        float absmax = 0.0f;
+        for (const float v : x) absmax = std::max(absmax, std::fabs(v));
+        const std::size_t b1 = got.size() / 3 + 1, b2 = 2 * got.size() / 3 + 5;
+        stile::gelu_integer_inplace(got.data(), b1, absmax);
+        stile::gelu_integer_inplace(got.data() + b1, b2 - b1, absmax);
+        stile::gelu_integer_inplace(got.data() + b2, got.size() - b2, absmax);
         CHECK(count_bit_differences(got, want) == 0);
 
         std::vector<float> ln8 = x, erf = x;

@@ -170,10 +170,14 @@ inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instr
 // and dequantization run in float lanes and IntGELU in int32 between them, block by block (the
 // int32 -> float conversion rounds to nearest even, as the int64 -> float one of the scalar path
 // does); otherwise the integers go through int_gelu.
+//
+// absmax: max |x| over the whole tensor that x[0, n) belongs to (the quantization's range), so a
+// tensor cut into blocks, each run with the tensor's absmax, gives the floats of one call over it
+// (each element's steps do not depend on the others'). @pre absmax >= max |x[i]|.
 template <class Arch>
-void gelu_integer_inplace(float* x, std::size_t n) {
+void gelu_integer_inplace(float* x, std::size_t n, float absmax) {
   if (n == 0) return;
-  ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(x, n), 16);
+  ibert::SymmetricQuant qp = ibert::symmetric_quant(absmax, 16);
   // Inputs (nearly) all zero: their 16-bit step would fall below 1e-6, where the constants grow
   // toward 64 bits (c_int ~ 7 / s^2); a step of 1e-6 still gives GELU to 1e-6 there.
   if (qp.scale < 1e-6f) qp.scale = 1e-6f;
@@ -215,6 +219,12 @@ void gelu_integer_inplace(float* x, std::size_t n) {
   std::vector<std::int64_t> out(n);
   const float so = ibert::int_gelu<Arch>(q.data(), n, qp.scale, out.data());
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(out[i]) * so;
+}
+
+// The same over a whole tensor: absmax from x itself.
+template <class Arch>
+void gelu_integer_inplace(float* x, std::size_t n) {
+  gelu_integer_inplace<Arch>(x, n, ibert::abs_max<Arch>(x, n));
 }
 
 }  // inline namespace STILE_XSIMD_ABI

@@ -26,6 +26,7 @@
 
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -156,6 +157,10 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
 }
 void gelu_erf_approx_inplace(float* x, std::size_t n) { number_format_kernels().gelu_erf_approx_inplace(x, n); }
 void gelu_integer_inplace(float* x, std::size_t n) { number_format_kernels().gelu_integer_inplace(x, n); }
+void gelu_integer_inplace(float* x, std::size_t n, float absmax) {
+  require(std::isfinite(absmax) && absmax >= 0.0f, "gelu_integer_inplace: absmax must be finite and >= 0");
+  number_format_kernels().gelu_integer_block(x, n, absmax);
+}
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
   require(cols > 0 && ld >= cols, "softmax_integer_rows: need 0 < cols <= ld");
   require(scale > 0.0f, "softmax_integer_rows: scale must be positive");

@@ -29,6 +29,7 @@ constinit const NumberFormatKernels STILE_XSIMD_TABLE = {
     &layer_norm_integer_rows<xsimd::default_arch>,
     &gelu_erf_approx_inplace<xsimd::default_arch>,
     &gelu_integer_inplace<xsimd::default_arch>,
+    &gelu_integer_inplace<xsimd::default_arch>,
     &softmax_integer_rows<xsimd::default_arch>,
 };
 

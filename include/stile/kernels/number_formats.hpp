@@ -21,6 +21,11 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
                              const float* beta, float eps);
 void gelu_erf_approx_inplace(float* x, std::size_t n);
 void gelu_integer_inplace(float* x, std::size_t n);
+// gelu_integer_inplace on a block x[0, n) of a larger tensor whose max |x| is absmax (the
+// quantization's range): the blocks of a tensor, each run with the tensor's absmax, give the
+// floats of one call over the whole tensor, so it can be split over threads. @pre absmax finite,
+// >= max |x[i]|.
+void gelu_integer_inplace(float* x, std::size_t n, float absmax);
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale);
 
 // The xsimd architectures of the kernels above that this CPU can run, best first, by xsimd's names

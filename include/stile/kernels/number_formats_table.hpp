@@ -17,6 +17,7 @@ struct NumberFormatKernels {
   void (*layer_norm_integer_rows)(float*, std::size_t, std::size_t, std::size_t, const float*, const float*, float);
   void (*gelu_erf_approx_inplace)(float*, std::size_t);
   void (*gelu_integer_inplace)(float*, std::size_t);
+  void (*gelu_integer_block)(float*, std::size_t, float);
   void (*softmax_integer_rows)(float*, std::size_t, std::size_t, std::size_t, float);
 };
 
