@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "stile/kernels/ibert_gelu.hpp"
@@ -66,5 +67,21 @@ void gelu_integer_inplace_composed(float* x, std::size_t n) {
 }
 
 inline std::uint32_t float_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+
+// The float wrappers' test inputs: rows x cols of N(0, sigma^2) (row stride ld), row 3 constant,
+// one outlier in row 5 (LayerNorm's overflow shift), gamma in [0.5, 1.5), beta in [-0.3, 0.3).
+struct WrapperInputs {
+  std::vector<float> x, gamma, beta;
+};
+inline WrapperInputs wrapper_inputs(std::size_t rows, std::size_t cols, std::size_t ld, float sigma, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> gu(0.5f, 1.5f), bu(-0.3f, 0.3f);
+  WrapperInputs in{std::vector<float>(rows * ld), std::vector<float>(cols), std::vector<float>(cols)};
+  for (auto& v : in.x) v = sigma * nd(rng);
+  for (std::size_t i = 0; i < cols; ++i) in.x[3 * ld + i] = 0.25f;  // a constant row
+  in.x[5 * ld + cols / 2] = 60.0f * sigma;                          // an outlier (LayerNorm's shift)
+  for (std::size_t i = 0; i < cols; ++i) in.gamma[i] = gu(rng), in.beta[i] = bu(rng);
+  return in;
+}
 
 }  // namespace int_ops_composed

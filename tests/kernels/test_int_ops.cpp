@@ -427,18 +427,11 @@ TEST_CASE("the vector float wrappers equal the integer kernels' composition bit 
   INFO("xsimd arch " << Arch::name());
   if (!cpu_runs_arch()) return;
   std::mt19937 rng(33);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> gu(0.5f, 1.5f), bu(-0.3f, 0.3f);
   for (const std::size_t cols : {1, 5, 16, 37, 256, 384}) {
     const std::size_t rows = 9, ld = cols + 3;
     for (const float sigma : {1e-7f, 0.5f, 3.0f, 40.0f}) {
       INFO("cols " << cols << " sigma " << sigma);
-      std::vector<float> x(rows * ld);
-      for (auto& v : x) v = sigma * nd(rng);
-      for (std::size_t i = 0; i < cols; ++i) x[3 * ld + i] = 0.25f;  // a constant row
-      x[5 * ld + cols / 2] = 60.0f * sigma;                          // an outlier (LayerNorm's shift)
-      std::vector<float> gamma(cols), beta(cols);
-      for (std::size_t i = 0; i < cols; ++i) gamma[i] = gu(rng), beta[i] = bu(rng);
+      const auto [x, gamma, beta] = int_ops_composed::wrapper_inputs(rows, cols, ld, sigma, rng);
 
       std::vector<float> a = x, b = x;
       stile::softmax_integer_rows<Arch>(a.data(), rows, cols, ld, 0.17677669f);

@@ -52,9 +52,6 @@ TEST_CASE("number-format kernels: every architecture the CPU has, against the re
 #if defined(__x86_64__)
   CHECK(archs.back() == "sse2");
 #endif
-  std::mt19937 rng(41);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> gu(0.5f, 1.5f), bu(-0.3f, 0.3f);
   // The baseline's int8 LayerNorm and erf GELU, computed first, for the other architectures.
   std::vector<std::vector<float>> base_ln8, base_erf;
   for (std::size_t a = archs.size(); a-- > 0;) {
@@ -67,13 +64,8 @@ TEST_CASE("number-format kernels: every architecture the CPU has, against the re
       const std::size_t rows = 9, ld = cols + 3;
       for (const float sigma : {1e-7f, 0.5f, 3.0f, 40.0f}) {
         INFO("cols " << cols << " sigma " << sigma);
-        std::mt19937 data_rng(static_cast<unsigned>(cols * 1000 + sigma * 10));  // the same data per arch
-        std::vector<float> x(rows * ld);
-        for (auto& v : x) v = sigma * nd(data_rng);
-        for (std::size_t i = 0; i < cols; ++i) x[3 * ld + i] = 0.25f;  // a constant row
-        x[5 * ld + cols / 2] = 60.0f * sigma;                          // an outlier (LayerNorm's shift)
-        std::vector<float> gamma(cols), beta(cols);
-        for (std::size_t i = 0; i < cols; ++i) gamma[i] = gu(data_rng), beta[i] = bu(data_rng);
+        std::mt19937 rng(static_cast<unsigned>(cols * 1000 + sigma * 10));  // the same data on every arch
+        const auto [x, gamma, beta] = int_ops_composed::wrapper_inputs(rows, cols, ld, sigma, rng);
 
         std::vector<float> got = x, want = x;
         stile::softmax_integer_rows(got.data(), rows, cols, ld, 0.17677669f);

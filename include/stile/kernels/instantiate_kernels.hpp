@@ -90,16 +90,16 @@ constexpr const detail::NumberFormatKernels* kNumberFormatTables[] = {
 // Whether this CPU (and its operating system) runs a table, by Highway's detection; AVX-512 also
 // needs AVX512CD, which xsimd's avx512bw assumes and Highway's AVX3 does not check.
 bool cpu_runs(const detail::NumberFormatKernels& k) {
-  const std::int64_t targets = hwy::SupportedTargets();
-  switch (k.level) {
-    case detail::XsimdLevel::kBaseline: return true;
+  // The baseline: every CPU the library is built for.
+  if (k.level == detail::XsimdLevel::kBaseline) return true;
 #if HWY_ARCH_X86
-    case detail::XsimdLevel::kAvx2: return (targets & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
-    case detail::XsimdLevel::kAvx512:
-      return (targets & (HWY_AVX3 | HWY_AVX3_DL)) != 0 && xsimd::available_architectures().avx512cd;
-#endif
-    default: return false;
+  const std::int64_t targets = hwy::SupportedTargets();
+  if (k.level == detail::XsimdLevel::kAvx2) return (targets & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+  if (k.level == detail::XsimdLevel::kAvx512) {
+    return (targets & (HWY_AVX3 | HWY_AVX3_DL)) != 0 && xsimd::available_architectures().avx512cd;
   }
+#endif
+  return false;
 }
 
 const detail::NumberFormatKernels* find_number_format_table(const std::string& name) {
