@@ -90,7 +90,6 @@ constexpr const detail::NumberFormatKernels* kNumberFormatTables[] = {
 // Whether this CPU (and its operating system) runs a table, by Highway's detection; AVX-512 also
 // needs AVX512CD, which xsimd's avx512bw assumes and Highway's AVX3 does not check.
 bool cpu_runs(const detail::NumberFormatKernels& k) {
-  // The baseline: every CPU the library is built for.
   if (k.level == detail::XsimdLevel::kBaseline) return true;
 #if HWY_ARCH_X86
   const std::int64_t targets = hwy::SupportedTargets();
@@ -101,7 +100,6 @@ bool cpu_runs(const detail::NumberFormatKernels& k) {
 #endif
   return false;
 }
-
 const detail::NumberFormatKernels* find_number_format_table(const std::string& name) {
   for (const detail::NumberFormatKernels* k : kNumberFormatTables) {
     if (name == k->arch) {
@@ -110,12 +108,13 @@ const detail::NumberFormatKernels* find_number_format_table(const std::string& n
     }
   }
   std::string known;
-  for (const detail::NumberFormatKernels* k : kNumberFormatTables) known += std::string(known.empty() ? "" : ", ") + k->arch;
-  throw Error("stile: number-format kernels: no xsimd architecture '" + name + "' in this build (built: " + known + ")");
+  for (const auto* k : kNumberFormatTables) known += std::string(known.empty() ? "" : ", ") + k->arch;
+  throw Error("stile: number-format kernels: xsimd architecture '" + name + "' not in this build (built: " + known + ")");
 }
-
 std::atomic<const detail::NumberFormatKernels*> g_forced_number_formats{nullptr};
-
+// The best table, once per Highway target choice ((index + 1) << 8 | table): hwy::SupportedTargets()
+// runs CPUID (tens of us under a hypervisor); the choice is cached, changed only by tests' limits.
+std::atomic<std::uint64_t> g_best_number_formats{0};
 const detail::NumberFormatKernels& number_format_kernels() {
   if (const detail::NumberFormatKernels* k = g_forced_number_formats.load(std::memory_order_acquire)) return *k;
   static const detail::NumberFormatKernels* const from_env = []() -> const detail::NumberFormatKernels* {
@@ -123,12 +122,13 @@ const detail::NumberFormatKernels& number_format_kernels() {
     return env != nullptr && *env != '\0' ? find_number_format_table(env) : nullptr;
   }();
   if (from_env != nullptr) return *from_env;
-  for (const detail::NumberFormatKernels* k : kNumberFormatTables) {
-    if (cpu_runs(*k)) return *k;
-  }
-  return detail::number_format_kernels_baseline;
+  const std::uint64_t key = std::uint64_t{chosen_target_index() + 1} << 8, best = g_best_number_formats.load();
+  if ((best & ~std::uint64_t{0xff}) == key) return *kNumberFormatTables[best & 0xff];
+  std::size_t i = 0;  // the last table, the baseline, runs everywhere
+  while (i + 1 < std::size(kNumberFormatTables) && !cpu_runs(*kNumberFormatTables[i])) ++i;
+  g_best_number_formats.store(key | i);
+  return *kNumberFormatTables[i];
 }
-
 }  // namespace
 
 std::vector<std::string> number_formats_archs() {
