@@ -2,8 +2,9 @@
 // the integer and erf-approximation GELUs, the integer softmax) against their fp32 counterparts
 // (layer_norm_rows, softmax_rows, gelu_inplace), on BERT shapes, as the library instantiates
 // them (the wrappers on each xsimd architecture the library was compiled for and this CPU runs,
-// best first; the fp32 kernels on the CPU's best Highway target). Every call starts from the same input (the kernels work in
-// place): the copy is timed alone and subtracted. Median of 9 batches; single thread.
+// best first; the fp32 kernels on the CPU's best Highway target). Every call starts from the same
+// input (the kernels work in place): the copy is timed alone and subtracted. Median of 9 batches;
+// single thread.
 //
 //   bench_number_formats [--quick]
 #include <cstring>

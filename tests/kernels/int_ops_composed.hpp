@@ -73,7 +73,8 @@ inline std::uint32_t float_bits(float v) { return std::bit_cast<std::uint32_t>(v
 struct WrapperInputs {
   std::vector<float> x, gamma, beta;
 };
-inline WrapperInputs wrapper_inputs(std::size_t rows, std::size_t cols, std::size_t ld, float sigma, std::mt19937& rng) {
+inline WrapperInputs wrapper_inputs(std::size_t rows, std::size_t cols, std::size_t ld, float sigma,
+                                    std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::uniform_real_distribution<float> gu(0.5f, 1.5f), bu(-0.3f, 0.3f);
   WrapperInputs in{std::vector<float>(rows * ld), std::vector<float>(cols), std::vector<float>(cols)};

@@ -109,7 +109,7 @@ const detail::NumberFormatKernels* find_number_format_table(const std::string& n
   }
   std::string known;
   for (const auto* k : kNumberFormatTables) known += std::string(known.empty() ? "" : ", ") + k->arch;
-  throw Error("stile: number-format kernels: xsimd architecture '" + name + "' not in this build (built: " + known + ")");
+  throw Error("stile: number-format kernels: xsimd architecture '" + name + "' not built (built: " + known + ")");
 }
 std::atomic<const detail::NumberFormatKernels*> g_forced_number_formats{nullptr};
 // The best table, once per Highway target choice ((index + 1) << 8 | table): hwy::SupportedTargets()

@@ -110,10 +110,13 @@
 #define STILE_XSIMD_ABI_PASTE3_(a, b, c) a##b##c
 #define STILE_XSIMD_ABI_PASTE3(a, b, c) STILE_XSIMD_ABI_PASTE3_(a, b, c)
 // xsimd_abi (x86-64 baseline, or no SIMD flags), xsimd_abi_s3_ss3_s41_s42_a_a2_f (-mavx2 -mfma), ...
-#define STILE_XSIMD_ABI \
-  STILE_XSIMD_ABI_PASTE3(xsimd_abi, \
-    STILE_XSIMD_ABI_PASTE8(STILE_XSIMD_ABI_S3, STILE_XSIMD_ABI_SS3, STILE_XSIMD_ABI_S41, STILE_XSIMD_ABI_S42, STILE_XSIMD_ABI_A, STILE_XSIMD_ABI_A2, STILE_XSIMD_ABI_F, STILE_XSIMD_ABI_H), \
-    STILE_XSIMD_ABI_PASTE8(STILE_XSIMD_ABI_B2, STILE_XSIMD_ABI_K, STILE_XSIMD_ABI_KBW, STILE_XSIMD_ABI_KDQ, STILE_XSIMD_ABI_KCD, STILE_XSIMD_ABI_KVL, STILE_XSIMD_ABI_N, STILE_XSIMD_ABI_SVE))
+#define STILE_XSIMD_ABI                                                                                         \
+  STILE_XSIMD_ABI_PASTE3(                                                                                       \
+      xsimd_abi,                                                                                                \
+      STILE_XSIMD_ABI_PASTE8(STILE_XSIMD_ABI_S3, STILE_XSIMD_ABI_SS3, STILE_XSIMD_ABI_S41, STILE_XSIMD_ABI_S42, \
+                             STILE_XSIMD_ABI_A, STILE_XSIMD_ABI_A2, STILE_XSIMD_ABI_F, STILE_XSIMD_ABI_H),      \
+      STILE_XSIMD_ABI_PASTE8(STILE_XSIMD_ABI_B2, STILE_XSIMD_ABI_K, STILE_XSIMD_ABI_KBW, STILE_XSIMD_ABI_KDQ,   \
+                             STILE_XSIMD_ABI_KCD, STILE_XSIMD_ABI_KVL, STILE_XSIMD_ABI_N, STILE_XSIMD_ABI_SVE))
 
 namespace stile::detail {
 

@@ -52,9 +52,14 @@ inline void gelu_inplace(GeluFormat f, float* x, std::size_t n, ThreadPool* pool
   const auto end = [&](std::size_t t) { return t + 1 == tasks ? n : begin(t + 1); };
   std::vector<float> block_max(tasks, 0.0f);
   pool->run(tasks, [&](std::size_t t, std::size_t) {
-    float m = 0.0f;
-    for (std::size_t i = begin(t); i < end(t); ++i) m = std::max(m, std::fabs(x[i]));
-    block_max[t] = m;
+    // Sixteen running maxima: one would wait on its own latency every element.
+    float acc[16] = {}, m = 0.0f;
+    std::size_t i = begin(t);
+    for (; i + 16 <= end(t); i += 16) {
+      for (std::size_t j = 0; j < 16; ++j) acc[j] = std::max(acc[j], std::fabs(x[i + j]));
+    }
+    for (; i < end(t); ++i) m = std::max(m, std::fabs(x[i]));
+    block_max[t] = std::max(m, *std::max_element(acc, acc + 16));
   });
   const float absmax = *std::max_element(block_max.begin(), block_max.end());
   pool->run(tasks, [&](std::size_t t, std::size_t) { gelu_integer_inplace(x + begin(t), end(t) - begin(t), absmax); });
