@@ -213,14 +213,14 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
     const BD t = (w + big) - big;
     return xsimd::select(t > w, t - one, t);
   };
-  std::vector<std::int32_t> qi;  // only for rows the reference runs
-  std::vector<std::int64_t> out;
+  // For rows the reference runs, sized here: resize() would be emitted out of line by clang, a
+  // function outside the ABI namespace (kernels/xsimd_abi.hpp).
+  std::vector<std::int32_t> qi(cols);
+  std::vector<std::int64_t> out(cols);
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     const ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(xr, cols), 16);
     auto reference_row = [&] {
-      qi.resize(cols);
-      out.resize(cols);
       std::vector<float> so_row(cols);
       ibert::quantize_symmetric<Arch>(xr, cols, qp, qi.data());
       ibert::int_layer_norm_rows<Arch>(qi.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols,
