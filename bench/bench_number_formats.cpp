@@ -1,9 +1,10 @@
 // The number-format float wrappers (kernels/number_formats.hpp: the int8 and integer LayerNorms,
 // the integer and erf-approximation GELUs, the integer softmax) against their fp32 counterparts
 // (layer_norm_rows, softmax_rows, gelu_inplace), on BERT shapes, as the library instantiates
-// them (the wrappers for xsimd's default architecture of the library's flags; the fp32 kernels on
-// the CPU's best Highway target). Every call starts from the same input (the kernels work in
-// place): the copy is timed alone and subtracted. Median of 9 batches; single thread.
+// them (the wrappers on each xsimd architecture the library was compiled for and this CPU runs,
+// best first; the fp32 kernels on the CPU's best Highway target). Every call starts from the same
+// input (the kernels work in place): the copy is timed alone and subtracted. Median of 9 batches;
+// single thread.
 //
 //   bench_number_formats [--quick]
 #include <cstring>
@@ -92,27 +93,31 @@ int main(int argc, char** argv) {
 
   fmt::print("machine: {}; 1 thread; median of {} batches, microseconds per call, input copy subtracted\n",
              stile::bench::machine_description(), batches);
-  fmt::print("{:<22} {:<26} {:>10} {:>10} {:>7}\n", "shape", "wrapper", "fp32 us", "wrapper us", "ratio");
+  const std::vector<std::string> archs = stile::number_formats_archs();
+  fmt::print("{:<22} {:<26} {:>10} {:>12} {:>12} {:>7}\n", "shape", "wrapper", "fp32 us", "xsimd arch", "wrapper us",
+             "ratio");
   for (const Case& c : cases) {
     std::vector<float> work(c.input.size());
     auto copy = [&] { std::memcpy(work.data(), c.input.data(), c.input.size() * sizeof(float)); };
     const double t_copy = stile::bench::median_seconds(copy, batches);
-    const double t_fp32 = stile::bench::median_seconds(
-                              [&] {
-                                copy();
-                                c.fp32(work.data());
-                              },
-                              batches) -
-                          t_copy;
-    const double t_wrap = stile::bench::median_seconds(
-                              [&] {
-                                copy();
-                                c.wrapper(work.data());
-                              },
-                              batches) -
-                          t_copy;
-    fmt::print("{:<22} {:<26} {:>10.1f} {:>10.1f} {:>7.2f}\n", c.name, c.wrapper_name, t_fp32 * 1e6, t_wrap * 1e6,
-               t_wrap / t_fp32);
+    // One kernel on a fresh copy of the input, the copy's time subtracted.
+    auto seconds = [&](const std::function<void(float*)>& kernel) {
+      return stile::bench::median_seconds(
+                 [&] {
+                   copy();
+                   kernel(work.data());
+                 },
+                 batches) -
+             t_copy;
+    };
+    const double t_fp32 = seconds(c.fp32);
+    for (const std::string& arch : archs) {
+      stile::set_number_formats_arch(arch);
+      const double t_wrap = seconds(c.wrapper);
+      fmt::print("{:<22} {:<26} {:>10.1f} {:>12} {:>12.1f} {:>7.2f}\n", c.name, c.wrapper_name, t_fp32 * 1e6, arch,
+                 t_wrap * 1e6, t_wrap / t_fp32);
+    }
+    stile::set_number_formats_arch("");
   }
   return 0;
 }

@@ -85,6 +85,27 @@ function(stile_fix_xsimd)
   endif()
 endfunction()
 
+# stile_xsimd_sources(OUT DIR): the per-architecture sources of stile::compiled's xsimd kernels
+# (include/stile/kernels/number_formats.hpp) in DIR for the processor being built for, each with
+# its architecture's flags as a source property of the calling directory (where stile_compiled is
+# added): stile_xsimd_baseline.cpp always (the library's own flags), and on x86-64
+# stile_xsimd_avx2.cpp and stile_xsimd_avx512.cpp. The dispatcher picks one per CPU at run time.
+function(stile_xsimd_sources out dir)
+  set(_sources "${dir}/stile_xsimd_baseline.cpp")
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_SIZEOF_VOID_P EQUAL 8)
+    set(_avx512 -mavx512f -mavx512cd -mavx512dq -mavx512bw -mfma)
+    # GCC 12's avx512fintrin.h initializes _mm512_undefined_*() from itself, which its own
+    # -Wmaybe-uninitialized reports inside xsimd's AVX-512 kernels (GCC bug 105593, fixed in 13).
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+      list(APPEND _avx512 -Wno-maybe-uninitialized)
+    endif()
+    set_source_files_properties("${dir}/stile_xsimd_avx2.cpp" PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+    set_source_files_properties("${dir}/stile_xsimd_avx512.cpp" PROPERTIES COMPILE_OPTIONS "${_avx512}")
+    list(APPEND _sources "${dir}/stile_xsimd_avx2.cpp" "${dir}/stile_xsimd_avx512.cpp")
+  endif()
+  set(${out} ${_sources} PARENT_SCOPE)
+endfunction()
+
 # Eigen (Debian's libeigen3-dev, MPL-2.0), header-only: the offline factorization of the word
 # table (quant/lowrank_factorize.hpp) in the converter and the tools and tests that factorize.
 # Not part of stile_find_dependencies: the runtime, and so a host, never needs it.

@@ -28,10 +28,12 @@
 #include "stile/kernels/ibert_softmax.hpp"
 #include "stile/kernels/int8_layernorm.hpp"
 #include "stile/quant/dyadic.hpp"
+#include "int_ops_composed.hpp"
 
 namespace {
 
 using Arch = xsimd::default_arch;
+using int_ops_composed::float_bits;
 
 // False (with a warning) when this CPU cannot run the family the program was compiled for.
 bool cpu_runs_arch() {
@@ -385,59 +387,6 @@ TEST_CASE("int8 LayerNorm: vector path equals the scalar reference", "[int_ops][
   }
 }
 
-// The wrappers as they were first written: each row quantized with quantize_symmetric and run
-// through the integer kernel (one row per call), then dequantized. The vector wrappers must give
-// the same floats, bit for bit.
-namespace {
-
-void softmax_integer_rows_composed(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
-  std::vector<float> row(cols);
-  std::vector<std::int32_t> q(cols), out(cols);
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* xr = x + r * ld;
-    for (std::size_t i = 0; i < cols; ++i) row[i] = xr[i] * scale;
-    stile::ibert::SymmetricQuant qp = stile::ibert::symmetric_quant(stile::ibert::abs_max<Arch>(row.data(), cols), 16);
-    if (qp.scale < 1e-6f) qp.scale = 1e-6f;
-    stile::ibert::quantize_symmetric<Arch>(row.data(), cols, qp, q.data());
-    // The scalar reference of every step.
-    const stile::ibert::IntSoftmaxParams p = stile::ibert::int_softmax_params(qp.scale, 8);
-    const std::int32_t m = *std::max_element(q.begin(), q.end());
-    std::vector<std::int32_t> e(cols);
-    for (std::size_t i = 0; i < cols; ++i) e[i] = stile::ibert::int_softmax_exp16(std::int64_t{q[i]} - m, p);
-    stile::ibert::int_softmax_normalize(e.data(), cols, p, out.data());
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * (1.0f / 256.0f);
-  }
-}
-
-void layer_norm_integer_rows_composed(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
-                                      const float* beta) {
-  std::vector<std::int32_t> q(cols);
-  std::vector<std::int64_t> out(cols);
-  std::vector<float> so(cols);
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* xr = x + r * ld;
-    const stile::ibert::SymmetricQuant qp = stile::ibert::symmetric_quant(stile::ibert::abs_max<Arch>(xr, cols), 16);
-    stile::ibert::quantize_symmetric<Arch>(xr, cols, qp, q.data());
-    stile::ibert::int_layer_norm_rows<Arch>(q.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols,
-                                            so.data());
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(out[i]) * so[i];
-  }
-}
-
-void gelu_integer_inplace_composed(float* x, std::size_t n) {
-  stile::ibert::SymmetricQuant qp = stile::ibert::symmetric_quant(stile::ibert::abs_max<Arch>(x, n), 16);
-  if (qp.scale < 1e-6f) qp.scale = 1e-6f;
-  std::vector<std::int32_t> q(n);
-  stile::ibert::quantize_symmetric<Arch>(x, n, qp, q.data());
-  const stile::ibert::IntGeluParams p = stile::ibert::int_gelu_params(qp.scale);
-  for (std::size_t i = 0; i < n; ++i)
-    x[i] = static_cast<float>(stile::ibert::int_gelu_scalar(q[i], p)) * p.output_scale;
-}
-
-std::uint32_t float_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
-
-}  // namespace
-
 TEST_CASE("IntSoftmax's float and double lanes equal the int128 reference on every 16-bit input", "[int_ops][ibert]") {
   INFO("xsimd arch " << Arch::name());
   if (!cpu_runs_arch()) return;
@@ -478,36 +427,29 @@ TEST_CASE("the vector float wrappers equal the integer kernels' composition bit 
   INFO("xsimd arch " << Arch::name());
   if (!cpu_runs_arch()) return;
   std::mt19937 rng(33);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> gu(0.5f, 1.5f), bu(-0.3f, 0.3f);
   for (const std::size_t cols : {1, 5, 16, 37, 256, 384}) {
     const std::size_t rows = 9, ld = cols + 3;
     for (const float sigma : {1e-7f, 0.5f, 3.0f, 40.0f}) {
       INFO("cols " << cols << " sigma " << sigma);
-      std::vector<float> x(rows * ld);
-      for (auto& v : x) v = sigma * nd(rng);
-      for (std::size_t i = 0; i < cols; ++i) x[3 * ld + i] = 0.25f;  // a constant row
-      x[5 * ld + cols / 2] = 60.0f * sigma;                          // an outlier (LayerNorm's shift)
-      std::vector<float> gamma(cols), beta(cols);
-      for (std::size_t i = 0; i < cols; ++i) gamma[i] = gu(rng), beta[i] = bu(rng);
+      const auto [x, gamma, beta] = int_ops_composed::wrapper_inputs(rows, cols, ld, sigma, rng);
 
       std::vector<float> a = x, b = x;
       stile::softmax_integer_rows<Arch>(a.data(), rows, cols, ld, 0.17677669f);
-      softmax_integer_rows_composed(b.data(), rows, cols, ld, 0.17677669f);
+      int_ops_composed::softmax_integer_rows_composed<Arch>(b.data(), rows, cols, ld, 0.17677669f);
       std::size_t bad = 0;
       for (std::size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
       CHECK(bad == 0);
 
       a = x, b = x;
       stile::layer_norm_integer_rows<Arch>(a.data(), rows, cols, ld, gamma.data(), beta.data(), 1e-12f);
-      layer_norm_integer_rows_composed(b.data(), rows, cols, ld, gamma.data(), beta.data());
+      int_ops_composed::layer_norm_integer_rows_composed<Arch>(b.data(), rows, cols, ld, gamma.data(), beta.data());
       bad = 0;
       for (std::size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
       CHECK(bad == 0);
 
       a = x, b = x;
       stile::gelu_integer_inplace<Arch>(a.data(), a.size());
-      gelu_integer_inplace_composed(b.data(), b.size());
+      int_ops_composed::gelu_integer_inplace_composed<Arch>(b.data(), b.size());
       bad = 0;
       for (std::size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
       CHECK(bad == 0);

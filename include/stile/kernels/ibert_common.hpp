@@ -25,8 +25,10 @@
 
 #include "stile/core/error.hpp"
 #include "stile/quant/dyadic.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile::ibert {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // t / scalar as PyTorch computes it on CUDA.
 inline float torch_div_scalar(float t, double scalar) {
@@ -42,11 +44,9 @@ inline float torch_mul_scalar(float t, double scalar) { return t * static_cast<f
 
 // floor of a float32 value that holds an integer constant; throws if it is not finite or does
 // not fit comfortably in int64 (a scaling factor far outside what the algorithm is meant for).
-inline std::int64_t floor_to_int64(float v, std::string_view what) {
+inline std::int64_t floor_to_int64(float v, const char* what) {
   const float f = std::floor(v);
-  if (!std::isfinite(f) || std::fabs(f) >= 0x1p62f) {
-    throw Error("stile: " + std::string(what) + " out of range (" + std::to_string(v) + ")");
-  }
+  if (!std::isfinite(f) || std::fabs(f) >= 0x1p62f) detail::xsimd_kernel_range_error(what, v);
   return static_cast<std::int64_t>(f);
 }
 
@@ -116,4 +116,5 @@ void quantize_symmetric(const float* x, std::size_t n, SymmetricQuant p, std::in
   }
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile::ibert

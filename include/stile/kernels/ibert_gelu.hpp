@@ -29,8 +29,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile::ibert {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 struct IntGeluParams {
   std::int64_t b_int = 0;     // floor(-1.769 / s_erf), negative
@@ -78,7 +80,7 @@ inline bool int_gelu_fits_int32(const IntGeluParams& p, std::int64_t xmax) {
   const double fbound = ybound + std::fabs(static_cast<double>(p.one_int));
   const double pbound = static_cast<double>(xmax) * fbound;
   if (!(pbound < 0x1p62) || !(bb + std::fabs(static_cast<double>(p.c_int)) < 0x1p62)) {
-    throw Error("stile: int_gelu: products overflow 64 bits for this scaling factor and input range");
+    detail::xsimd_kernel_error("int_gelu: products overflow 64 bits for this scaling factor and input range");
   }
   constexpr double i32 = 0x1p31 - 1.0;
   return bb <= i32 && std::fabs(static_cast<double>(p.c_int)) <= i32 && fbound <= i32 && pbound <= i32;
@@ -149,9 +151,11 @@ float int_gelu(const std::int32_t* x, std::size_t n, float s, std::int64_t* y) {
   return p.output_scale;
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile::ibert
 
 namespace stile {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // GELU on n floats in place through IntGELU, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntGELU): there, GELU's input is the int32 accumulator
@@ -166,10 +170,14 @@ namespace stile {
 // and dequantization run in float lanes and IntGELU in int32 between them, block by block (the
 // int32 -> float conversion rounds to nearest even, as the int64 -> float one of the scalar path
 // does); otherwise the integers go through int_gelu.
+//
+// absmax: max |x| over the whole tensor that x[0, n) belongs to (the quantization's range), so a
+// tensor cut into blocks, each run with the tensor's absmax, gives the floats of one call over it
+// (each element's steps do not depend on the others'). @pre absmax >= max |x[i]|.
 template <class Arch>
-void gelu_integer_inplace(float* x, std::size_t n) {
+void gelu_integer_inplace(float* x, std::size_t n, float absmax) {
   if (n == 0) return;
-  ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(x, n), 16);
+  ibert::SymmetricQuant qp = ibert::symmetric_quant(absmax, 16);
   // Inputs (nearly) all zero: their 16-bit step would fall below 1e-6, where the constants grow
   // toward 64 bits (c_int ~ 7 / s^2); a step of 1e-6 still gives GELU to 1e-6 there.
   if (qp.scale < 1e-6f) qp.scale = 1e-6f;
@@ -212,6 +220,14 @@ void gelu_integer_inplace(float* x, std::size_t n) {
   const float so = ibert::int_gelu<Arch>(q.data(), n, qp.scale, out.data());
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(out[i]) * so;
 }
+
+// The same over a whole tensor: absmax from x itself.
+template <class Arch>
+void gelu_integer_inplace(float* x, std::size_t n) {
+  gelu_integer_inplace<Arch>(x, n, ibert::abs_max<Arch>(x, n));
+}
+
+}  // inline namespace STILE_XSIMD_ABI
 
 namespace ibert {
 using stile::gelu_integer_inplace;  // also reachable beside the integer kernel it wraps

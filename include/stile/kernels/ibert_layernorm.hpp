@@ -37,8 +37,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile::ibert {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // floor(sqrt(n)) by Newton's iteration on integers (I-BERT, Algorithm 4).
 inline std::uint64_t isqrt_newton(std::uint64_t n) {
@@ -69,16 +71,16 @@ template <class Arch>
 int int_layer_norm_rows(const std::int32_t* x, std::size_t rows, std::size_t cols, std::size_t ld_x, float s,
                         const float* gamma, const float* beta, int shift, std::int64_t* y, std::size_t ld_y,
                         float* out_scale) {
-  require(cols > 0 && cols <= ld_x && cols <= ld_y, "int_layer_norm_rows: needs 0 < cols <= ld");
+  kernel_require(cols > 0 && cols <= ld_x && cols <= ld_y, "int_layer_norm_rows: needs 0 < cols <= ld");
   quant::check_scale(s, "int_layer_norm input");
-  require(shift >= 0 && shift < 32, "int_layer_norm_rows: shift must be in 0..31");
+  kernel_require(shift >= 0 && shift < 32, "int_layer_norm_rows: shift must be in 0..31");
   // dim_sqrt = sqrt(float(C)); scaling_factor = dim_sqrt / 2^30; bias_int = floor((beta / gamma)
   // / scaling_factor); output scale = scaling_factor * gamma.
   const float dim_sqrt = std::sqrt(static_cast<float>(cols));
   const float sf = torch_div_scalar(dim_sqrt, 0x1p30);
   std::vector<std::int64_t> bias_int(cols);
   for (std::size_t i = 0; i < cols; ++i) {
-    require(std::isfinite(gamma[i]) && gamma[i] != 0.0f && std::isfinite(beta[i]),
+    kernel_require(std::isfinite(gamma[i]) && gamma[i] != 0.0f && std::isfinite(beta[i]),
             "int_layer_norm_rows: gamma must be finite and nonzero, beta finite");
     const float ratio = beta[i] / gamma[i];
     bias_int[i] = floor_to_int64(ratio / sf, "int_layer_norm bias_int");
@@ -158,9 +160,11 @@ int int_layer_norm_rows(const std::int32_t* x, std::size_t rows, std::size_t col
   return shift;
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile::ibert
 
 namespace stile {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // LayerNorm per row, in place, through IntLayerNorm, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntLayerNorm): there, the input is the output of a
@@ -175,8 +179,8 @@ namespace stile {
 template <class Arch>
 void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                              const float* beta, float eps) {
-  require(cols > 0 && cols <= ld, "layer_norm_integer_rows: needs 0 < cols <= ld");
-  require(eps >= 0.0f, "layer_norm_integer_rows: eps must be >= 0");
+  kernel_require(cols > 0 && cols <= ld, "layer_norm_integer_rows: needs 0 < cols <= ld");
+  kernel_require(eps >= 0.0f, "layer_norm_integer_rows: eps must be >= 0");
   using BF = xsimd::batch<float, Arch>;
   using BD = xsimd::batch<double, Arch>;
   using BI = xsimd::batch<std::int32_t, Arch>;
@@ -190,7 +194,7 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
   std::vector<double> y(cols);
   double bias_max = 0.0;
   for (std::size_t i = 0; i < cols; ++i) {
-    require(std::isfinite(gamma[i]) && gamma[i] != 0.0f && std::isfinite(beta[i]),
+    kernel_require(std::isfinite(gamma[i]) && gamma[i] != 0.0f && std::isfinite(beta[i]),
             "layer_norm_integer_rows: gamma must be finite and nonzero, beta finite");
     const float ratio = beta[i] / gamma[i];
     bias[i] = static_cast<double>(ibert::floor_to_int64(ratio / sf, "int_layer_norm bias_int"));
@@ -209,14 +213,14 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
     const BD t = (w + big) - big;
     return xsimd::select(t > w, t - one, t);
   };
-  std::vector<std::int32_t> qi;  // only for rows the reference runs
-  std::vector<std::int64_t> out;
+  // For rows the reference runs, sized here: resize() would be emitted out of line by clang, a
+  // function outside the ABI namespace (kernels/xsimd_abi.hpp).
+  std::vector<std::int32_t> qi(cols);
+  std::vector<std::int64_t> out(cols);
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     const ibert::SymmetricQuant qp = ibert::symmetric_quant(ibert::abs_max<Arch>(xr, cols), 16);
     auto reference_row = [&] {
-      qi.resize(cols);
-      out.resize(cols);
       std::vector<float> so_row(cols);
       ibert::quantize_symmetric<Arch>(xr, cols, qp, qi.data());
       ibert::int_layer_norm_rows<Arch>(qi.data(), 1, cols, cols, qp.scale, gamma, beta, 0, out.data(), cols,
@@ -297,7 +301,11 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
         const BD w = (BD::load_unaligned(y.data() + i) * vf) * half;
         (floor_small(w) + BD::load_unaligned(bias.data() + i)).store_unaligned(y.data() + i);
       }
-      for (std::size_t i = full_d; i < cols; ++i) y[i] = std::floor((y[i] * f) * 0.5) + bias[i];
+      // The tail through pointers: GCC 12 reads the indexed loop, dead when cols is a known
+      // multiple of LD after inlining, as out of bounds (-Warray-bounds).
+      double* yt = y.data() + full_d;
+      const double* bt = bias.data() + full_d;
+      for (std::size_t i = 0; i < cols - full_d; ++i) yt[i] = std::floor((yt[i] * f) * 0.5) + bt[i];
       // float(out) * scale: the double holds the int64 exactly, so the conversion rounds alike.
       for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(y[i]) * so[i];
     } else {
@@ -305,6 +313,8 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
     }
   }
 }
+
+}  // inline namespace STILE_XSIMD_ABI
 
 namespace ibert {
 using stile::layer_norm_integer_rows;  // also reachable beside the integer kernel it wraps

@@ -49,8 +49,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile::ibert {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 struct IntSoftmaxParams {
   std::int64_t x0_int = 0;  // floor(-0.6931 / s), negative
@@ -64,7 +66,7 @@ struct IntSoftmaxParams {
 // @pre s finite and > 0, 1 <= output_bit <= 16 (checked).
 inline IntSoftmaxParams int_softmax_params(float s, int output_bit) {
   quant::check_scale(s, "int_softmax input");
-  require(output_bit >= 1 && output_bit <= 16, "int_softmax: output_bit must be in 1..16");
+  kernel_require(output_bit >= 1 && output_bit <= 16, "int_softmax: output_bit must be in 1..16");
   constexpr double x0 = -0.6931, a = 0.35815147, b = 0.96963238 / a, c = 1.0 / a;
   IntSoftmaxParams p;
   p.output_bit = output_bit;
@@ -72,7 +74,7 @@ inline IntSoftmaxParams int_softmax_params(float s, int output_bit) {
   p.b_int = floor_to_int64(torch_rdiv(b, s), "int_softmax b_int");
   const float s2 = s * s;
   p.c_int = floor_to_int64(torch_rdiv(c, s2), "int_softmax c_int");
-  require(p.x0_int < 0 && p.c_int > 0 && p.c_int < (std::int64_t{1} << 48),
+  kernel_require(p.x0_int < 0 && p.c_int > 0 && p.c_int < (std::int64_t{1} << 48),
           "int_softmax: input scaling factor out of range (needs 1 <= c / s^2 < 2^48)");
   // QuantAct(16) on [0, c_int 2^30]: scale = max(|min|, |max|) (>= 1e-8) / 32767.
   const float range = static_cast<float>(p.c_int) * 0x1p30f;
@@ -291,7 +293,7 @@ void int_softmax_normalize_row(double* e, std::size_t n, std::int64_t sum, const
 template <class Arch>
 float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols, std::size_t ld_x, float s,
                        int output_bit, std::int32_t* y, std::size_t ld_y) {
-  require(cols > 0 && cols <= ld_x && cols <= ld_y, "int_softmax_rows: needs 0 < cols <= ld");
+  kernel_require(cols > 0 && cols <= ld_x && cols <= ld_y, "int_softmax_rows: needs 0 < cols <= ld");
   const IntSoftmaxParams p = int_softmax_params(s, output_bit);
   using B = xsimd::batch<std::int32_t, Arch>;
   constexpr std::size_t L = B::size;
@@ -317,9 +319,11 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
   return 1.0f / static_cast<float>(1 << output_bit);
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile::ibert
 
 namespace stile {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // softmax(scale * x) per row, in place, through IntSoftmax, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntSoftmax): there, the scores are the int32
@@ -331,8 +335,8 @@ namespace stile {
 // @pre 0 < cols <= ld, scale > 0 (checked).
 template <class Arch>
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
-  require(cols > 0 && cols <= ld, "softmax_integer_rows: needs 0 < cols <= ld");
-  require(scale > 0.0f, "softmax_integer_rows: scale must be > 0");
+  kernel_require(cols > 0 && cols <= ld, "softmax_integer_rows: needs 0 < cols <= ld");
+  kernel_require(scale > 0.0f, "softmax_integer_rows: scale must be > 0");
   using BF = xsimd::batch<float, Arch>;
   constexpr std::size_t L = BF::size;
   const std::size_t full = cols - cols % L;
@@ -396,6 +400,8 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
     for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(e[i]) * (1.0f / 256.0f);
   }
 }
+
+}  // inline namespace STILE_XSIMD_ABI
 
 namespace ibert {
 using stile::softmax_integer_rows;  // also reachable beside the integer kernel it wraps

@@ -6,7 +6,8 @@
 // number_formats.hpp) and instantiates every GEMM and decoder configuration of
 // kernels/gemm_instances.hpp and the int8 GEMM, each compiled for every Highway target.
 //   part 0: the row-wise and activation kernels, the panel width, the dictionary decoders, the
-//           number-format kernels (xsimd: number_formats.hpp);
+//           dispatch of the number-format kernels (xsimd: number_formats.hpp; the kernels are
+//           compiled per architecture in src/stile_xsimd_*.cpp, kernels/instantiate_xsimd_kernels.hpp);
 //   parts 1..5: the GEMMs on DenseF32, PackedF32, DenseF32Transposed, DictMatrix, StackedDict;
 //   part 6: the int8 GEMM (kernels/int8_gemm.hpp): every epilogue, the exact u8 x s8 product,
 //           the activation quantization and the target's int8 packing;
@@ -24,14 +25,16 @@
 #include "stile/kernels/rowwise.hpp"
 
 #if !defined(STILE_KERNELS_PART) || STILE_KERNELS_PART == 0
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include <xsimd/xsimd.hpp>
 
-#include "stile/kernels/gelu_erf_approx.hpp"
-#include "stile/kernels/ibert_gelu.hpp"
-#include "stile/kernels/ibert_layernorm.hpp"
-#include "stile/kernels/ibert_softmax.hpp"
-#include "stile/kernels/int8_layernorm.hpp"
 #include "stile/kernels/number_formats.hpp"
+#include "stile/kernels/number_formats_table.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 #endif
 #include "stile/kernels/targets.hpp"
 
@@ -60,25 +63,108 @@ void gelu_inplace(float* x, std::size_t n) {
   choose_target(kTable)(x, n);
 }
 
-// The number-format kernels (number_formats.hpp) for xsimd's default architecture: the one the
-// flags this file is compiled with enable (the x86-64 baseline is SSE2; a host that builds
-// stile::compiled with -mavx2 -mfma or -march=native gets AVX2 or AVX-512; NEON on aarch64).
+// The xsimd kernels' errors (kernels/xsimd_abi.hpp): built and thrown here, in baseline code.
+void detail::xsimd_kernel_error(const char* what) { throw Error(std::string("stile: ") + what); }
+void detail::xsimd_kernel_range_error(const char* what, double value) {
+  throw Error(std::string("stile: ") + what + " out of range (" + std::to_string(value) + ")");
+}
+void detail::xsimd_kernel_scale_error(const char* name, double value) {
+  char got[32];
+  std::snprintf(got, sizeof got, "%g", value);
+  throw Error(std::string("stile: scale of '") + name + "' must be finite and > 0 (got " + got + ")");
+}
+
+// The number-format kernels (number_formats.hpp): a table per xsimd architecture, compiled in its own
+// translation unit (kernels/instantiate_xsimd_kernels.hpp), chosen per call.
+namespace {
+
+// Best first.
+constexpr const detail::NumberFormatKernels* kNumberFormatTables[] = {
+#if defined(__x86_64__)
+    &detail::number_format_kernels_avx512,
+    &detail::number_format_kernels_avx2,
+#endif
+    &detail::number_format_kernels_baseline,
+};
+
+// Whether this CPU (and its operating system) runs a table, by Highway's detection; AVX-512 also
+// needs AVX512CD, which xsimd's avx512bw assumes and Highway's AVX3 does not check.
+bool cpu_runs(const detail::NumberFormatKernels& k) {
+  if (k.level == detail::XsimdLevel::kBaseline) return true;
+#if HWY_ARCH_X86
+  const std::int64_t targets = hwy::SupportedTargets();
+  if (k.level == detail::XsimdLevel::kAvx2) return (targets & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+  if (k.level == detail::XsimdLevel::kAvx512) {
+    return (targets & (HWY_AVX3 | HWY_AVX3_DL)) != 0 && xsimd::available_architectures().avx512cd;
+  }
+#endif
+  return false;
+}
+const detail::NumberFormatKernels* find_number_format_table(const std::string& name) {
+  for (const detail::NumberFormatKernels* k : kNumberFormatTables) {
+    if (name == k->arch) {
+      require(cpu_runs(*k), "number-format kernels: this CPU does not support the xsimd architecture '" + name + "'");
+      return k;
+    }
+  }
+  std::string known;
+  for (const auto* k : kNumberFormatTables) known += std::string(known.empty() ? "" : ", ") + k->arch;
+  throw Error("stile: number-format kernels: xsimd architecture '" + name + "' not built (built: " + known + ")");
+}
+std::atomic<const detail::NumberFormatKernels*> g_forced_number_formats{nullptr};
+// The best table, once per Highway target choice ((index + 1) << 8 | table): hwy::SupportedTargets()
+// runs CPUID (tens of us under a hypervisor); the choice is cached, changed only by tests' limits.
+std::atomic<std::uint64_t> g_best_number_formats{0};
+const detail::NumberFormatKernels& number_format_kernels() {
+  if (const detail::NumberFormatKernels* k = g_forced_number_formats.load(std::memory_order_acquire)) return *k;
+  static const detail::NumberFormatKernels* const from_env = []() -> const detail::NumberFormatKernels* {
+    const char* env = std::getenv("STILE_NUMBER_FORMATS_ARCH");
+    return env != nullptr && *env != '\0' ? find_number_format_table(env) : nullptr;
+  }();
+  if (from_env != nullptr) return *from_env;
+  const std::uint64_t key = std::uint64_t{chosen_target_index() + 1} << 8, best = g_best_number_formats.load();
+  if ((best & ~std::uint64_t{0xff}) == key) return *kNumberFormatTables[best & 0xff];
+  std::size_t i = 0;  // the last table, the baseline, runs everywhere
+  while (i + 1 < std::size(kNumberFormatTables) && !cpu_runs(*kNumberFormatTables[i])) ++i;
+  g_best_number_formats.store(key | i);
+  return *kNumberFormatTables[i];
+}
+}  // namespace
+
+std::vector<std::string> number_formats_archs() {
+  std::vector<std::string> out;
+  for (const detail::NumberFormatKernels* k : kNumberFormatTables) {
+    if (cpu_runs(*k)) out.emplace_back(k->arch);
+  }
+  return out;
+}
+
+std::string number_formats_arch() { return number_format_kernels().arch; }
+
+void set_number_formats_arch(const std::string& name) {
+  g_forced_number_formats.store(name.empty() ? nullptr : find_number_format_table(name), std::memory_order_release);
+}
+
 void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                           const float* beta, float eps) {
   require(cols > 0 && ld >= cols, "layer_norm_int8_rows: need 0 < cols <= ld");
-  layer_norm_int8_rows<xsimd::default_arch>(x, rows, cols, ld, gamma, beta, eps);
+  number_format_kernels().layer_norm_int8_rows(x, rows, cols, ld, gamma, beta, eps);
 }
 void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                              const float* beta, float eps) {
   require(cols > 0 && ld >= cols, "layer_norm_integer_rows: need 0 < cols <= ld");
-  layer_norm_integer_rows<xsimd::default_arch>(x, rows, cols, ld, gamma, beta, eps);
+  number_format_kernels().layer_norm_integer_rows(x, rows, cols, ld, gamma, beta, eps);
 }
-void gelu_erf_approx_inplace(float* x, std::size_t n) { gelu_erf_approx_inplace<xsimd::default_arch>(x, n); }
-void gelu_integer_inplace(float* x, std::size_t n) { gelu_integer_inplace<xsimd::default_arch>(x, n); }
+void gelu_erf_approx_inplace(float* x, std::size_t n) { number_format_kernels().gelu_erf_approx_inplace(x, n); }
+void gelu_integer_inplace(float* x, std::size_t n) { number_format_kernels().gelu_integer_inplace(x, n); }
+void gelu_integer_inplace(float* x, std::size_t n, float absmax) {
+  require(std::isfinite(absmax) && absmax >= 0.0f, "gelu_integer_inplace: absmax must be finite and >= 0");
+  number_format_kernels().gelu_integer_block(x, n, absmax);
+}
 void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
   require(cols > 0 && ld >= cols, "softmax_integer_rows: need 0 < cols <= ld");
   require(scale > 0.0f, "softmax_integer_rows: scale must be positive");
-  softmax_integer_rows<xsimd::default_arch>(x, rows, cols, ld, scale);
+  number_format_kernels().softmax_integer_rows(x, rows, cols, ld, scale);
 }
 
 const char* active_target_name() {

@@ -27,8 +27,10 @@
 #include <xsimd/xsimd.hpp>
 
 #include "stile/core/error.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // real = scale (q - zero_point), q in [-128, 127].
 struct AffineInt8 {
@@ -91,7 +93,7 @@ inline float int8_layer_norm_value(std::int8_t q, Int8RowStats st, float gamma, 
 template <class Arch>
 void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, const float* gamma, const float* beta,
                          float eps, AffineInt8 out, std::int8_t* y) {
-  require(cols > 0 && in.scale > 0.0f && out.scale > 0.0f && eps >= 0.0f,
+  kernel_require(cols > 0 && in.scale > 0.0f && out.scale > 0.0f && eps >= 0.0f,
           "layer_norm_int8_row: needs cols > 0, positive scales, eps >= 0");
   const Int8RowStats st = int8_row_stats(q, cols, in, eps);
   using BF = xsimd::batch<float, Arch>;
@@ -133,8 +135,8 @@ void layer_norm_int8_row(const std::int8_t* q, std::size_t cols, AffineInt8 in, 
 template <class Arch>
 void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, const float* gamma,
                           const float* beta, float eps) {
-  require(cols > 0 && cols <= ld, "layer_norm_int8_rows: needs 0 < cols <= ld");
-  require(eps >= 0.0f, "layer_norm_int8_rows: eps must be >= 0");
+  kernel_require(cols > 0 && cols <= ld, "layer_norm_int8_rows: needs 0 < cols <= ld");
+  kernel_require(eps >= 0.0f, "layer_norm_int8_rows: eps must be >= 0");
   using BF = xsimd::batch<float, Arch>;
   constexpr std::size_t L = BF::size;
   constexpr std::size_t flush = 1024;  // vectors per float lane sum (see above)
@@ -243,4 +245,5 @@ void layer_norm_int8_rows(float* x, std::size_t rows, std::size_t cols, std::siz
   }
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile

@@ -71,7 +71,7 @@ void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::sp
   } else {
     linear(tokens, x, d, w.ffn_in, ws.ffn.data(), ff, epilogue::Bias{.bias = w.ffn_in_bias}, &pool);
     timer.lap(OpKind::kFfnIn);
-    gelu_inplace(f.gelu, ws.ffn.data(), tokens * ff);
+    gelu_inplace(f.gelu, ws.ffn.data(), tokens * ff, &pool);
     timer.lap(OpKind::kGelu);
   }
   linear(tokens, ws.ffn.data(), ff, w.ffn_out, x, d, epilogue::BiasResidual{w.ffn_out_bias, x, d}, &pool);

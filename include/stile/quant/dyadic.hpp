@@ -18,8 +18,10 @@
 #include <string_view>
 
 #include "stile/core/error.hpp"
+#include "stile/kernels/xsimd_abi.hpp"
 
 namespace stile::quant {
+inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
 
 // scale ~= multiplier / 2^shift (multiplier in [2^30, 2^31], shift any integer).
 // 128-bit integers (GCC and Clang on 64-bit targets); __extension__ keeps -Wpedantic quiet.
@@ -31,19 +33,15 @@ struct Dyadic {
 };
 
 // Throws stile::Error naming `name` unless scale is finite and > 0.
-inline void check_scale(double scale, std::string_view name) {
-  if (!(scale > 0.0) || !std::isfinite(scale)) {
-    char got[32];
-    std::snprintf(got, sizeof got, "%g", scale);
-    throw Error("stile: scale of '" + std::string(name) + "' must be finite and > 0 (got " + got + ")");
-  }
+inline void check_scale(double scale, const char* name) {
+  if (!(scale > 0.0) || !std::isfinite(scale)) detail::xsimd_kernel_scale_error(name, scale);
 }
 
 // batch_frexp(max_bit = 31): frexp gives scale = f * 2^k with f in [0.5, 1); the multiplier is
 // f * 2^31 rounded half up (the reference's Decimal ROUND_HALF_UP; f * 2^31 is exact in double,
 // and adding 0.5 is exact at that magnitude, so floor(f * 2^31 + 0.5) is that rounding), the shift
 // 31 - k. The multiplier reaches 2^31 when f rounds up to 1, as in the reference.
-inline Dyadic dyadic_from_scale(double scale, std::string_view name) {
+inline Dyadic dyadic_from_scale(double scale, const char* name) {
   check_scale(scale, name);
   int k = 0;
   const double f = std::frexp(scale, &k);
@@ -55,7 +53,7 @@ inline Dyadic dyadic_from_scale(double scale, std::string_view name) {
 
 // fixedpoint_mul's rescale factor from the scale an integer is in to the scale it should be in:
 // new_scale = double(in_scale) / double(out_scale), both float32 as the reference's tensors.
-inline Dyadic dyadic_rescale(float in_scale, float out_scale, std::string_view name) {
+inline Dyadic dyadic_rescale(float in_scale, float out_scale, const char* name) {
   check_scale(in_scale, name);
   check_scale(out_scale, name);
   return dyadic_from_scale(static_cast<double>(in_scale) / static_cast<double>(out_scale), name);
@@ -96,4 +94,5 @@ inline void requantize_to_int32(const std::int32_t* z, std::size_t n, Dyadic d, 
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(clamp_i64(dyadic_mul(z[i], d), lo, hi));
 }
 
+}  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile::quant
