@@ -1,4 +1,4 @@
-// A deliberate instance of the ODR hazard that include/stile/kernels/xsimd_abi.hpp describes, for
+// A deliberate instance of the ODR hazard that include/stile/core/xsimd_abi.hpp describes, for
 // test_xsimd_symbols_catches_hazard (which must fail on it): an inline function outside any
 // xsimd_abi namespace, compiled with -mavx2 and emitted out of line (its address is taken). Never
 // linked into anything.

@@ -15,10 +15,10 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 namespace gelu_erf_approx_constants {
 inline constexpr float a1 = 0.278393f, a2 = 0.230389f, a3 = 0.000972f, a4 = 0.078108f;
@@ -70,4 +70,4 @@ void gelu_erf_approx_inplace(float* x, std::size_t n) {
 
 }  // inline namespace STILE_XSIMD_ABI
 }  // namespace stile
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"

@@ -25,10 +25,10 @@
 
 #include "stile/core/error.hpp"
 #include "stile/quant/dyadic.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile::ibert {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // t / scalar as PyTorch computes it on CUDA.
 inline float torch_div_scalar(float t, double scalar) {

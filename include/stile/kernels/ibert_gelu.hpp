@@ -29,10 +29,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile::ibert {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 struct IntGeluParams {
   std::int64_t b_int = 0;     // floor(-1.769 / s_erf), negative
@@ -155,7 +155,7 @@ float int_gelu(const std::int32_t* x, std::size_t n, float s, std::int64_t* y) {
 }  // namespace stile::ibert
 
 namespace stile {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // GELU on n floats in place through IntGELU, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntGELU): there, GELU's input is the int32 accumulator

@@ -37,10 +37,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile::ibert {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // floor(sqrt(n)) by Newton's iteration on integers (I-BERT, Algorithm 4).
 inline std::uint64_t isqrt_newton(std::uint64_t n) {
@@ -164,7 +164,7 @@ int int_layer_norm_rows(const std::int32_t* x, std::size_t rows, std::size_t col
 }  // namespace stile::ibert
 
 namespace stile {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // LayerNorm per row, in place, through IntLayerNorm, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntLayerNorm): there, the input is the output of a
@@ -214,7 +214,7 @@ void layer_norm_integer_rows(float* x, std::size_t rows, std::size_t cols, std::
     return xsimd::select(t > w, t - one, t);
   };
   // For rows the reference runs, sized here: resize() would be emitted out of line by clang, a
-  // function outside the ABI namespace (kernels/xsimd_abi.hpp).
+  // function outside the ABI namespace (core/xsimd_abi.hpp).
   std::vector<std::int32_t> qi(cols);
   std::vector<std::int64_t> out(cols);
   for (std::size_t r = 0; r < rows; ++r) {

@@ -49,10 +49,10 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/ibert_common.hpp"
 #include "stile/quant/dyadic.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile::ibert {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 struct IntSoftmaxParams {
   std::int64_t x0_int = 0;  // floor(-0.6931 / s), negative
@@ -323,7 +323,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
 }  // namespace stile::ibert
 
 namespace stile {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // softmax(scale * x) per row, in place, through IntSoftmax, as the float model will call it.
 // Quantization in front (what I-BERT feeds IntSoftmax): there, the scores are the int32

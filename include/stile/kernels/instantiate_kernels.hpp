@@ -34,7 +34,7 @@
 
 #include "stile/kernels/number_formats.hpp"
 #include "stile/kernels/number_formats_table.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 #endif
 #include "stile/kernels/targets.hpp"
 
@@ -63,7 +63,7 @@ void gelu_inplace(float* x, std::size_t n) {
   choose_target(kTable)(x, n);
 }
 
-// The xsimd kernels' errors (kernels/xsimd_abi.hpp): built and thrown here, in baseline code.
+// The xsimd kernels' errors (core/xsimd_abi.hpp): built and thrown here, in baseline code.
 void detail::xsimd_kernel_error(const char* what) { throw Error(std::string("stile: ") + what); }
 void detail::xsimd_kernel_range_error(const char* what, double value) {
   throw Error(std::string("stile: ") + what + " out of range (" + std::to_string(value) + ")");

@@ -5,7 +5,7 @@
 // instantiates the kernels for xsimd::default_arch, the best architecture those flags enable, and
 // defines the table of their entry points, which the dispatcher picks from at run time.
 //
-// Everything compiled here is in the inline namespace kernels/xsimd_abi.hpp names after the flags,
+// Everything compiled here is in the inline namespace core/xsimd_abi.hpp names after the flags,
 // or a template on the architecture: see there for the ODR hazard this avoids. Nothing else may be
 // defined here: no static initializers, no inline function of another header that is not inlined
 // (test_xsimd_symbols checks the objects). Not a header to include anywhere else (no include guard

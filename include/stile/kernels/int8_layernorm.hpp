@@ -27,10 +27,10 @@
 #include <xsimd/xsimd.hpp>
 
 #include "stile/core/error.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // real = scale (q - zero_point), q in [-128, 127].
 struct AffineInt8 {

@@ -18,10 +18,10 @@
 #include <string_view>
 
 #include "stile/core/error.hpp"
-#include "stile/kernels/xsimd_abi.hpp"
+#include "stile/core/xsimd_abi.hpp"
 
 namespace stile::quant {
-inline namespace STILE_XSIMD_ABI {  // kernels/xsimd_abi.hpp: one name per instruction-set flags
+inline namespace STILE_XSIMD_ABI {  // core/xsimd_abi.hpp: one name per instruction-set flags
 
 // scale ~= multiplier / 2^shift (multiplier in [2^30, 2^31], shift any integer).
 // 128-bit integers (GCC and Clang on 64-bit targets); __extension__ keeps -Wpedantic quiet.
