@@ -214,61 +214,26 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
     p.shard_bytes.push_back(bytes / static_cast<double>(N * M));
   }
 
-  // T_comp: layer 0's shards, read once per bitwidth, then for each length and m the median of
-  // `repeats` runs of the untiled layer (after a warm-up run that also sizes the workspace). The
-  // input is restored before every run (the layer works in place) outside the timed region.
+  // T_comp and T_comp': for each length and m the median of `repeats` runs of the untiled layer
+  // on layer 0's shards 0..m-1 (after a warm-up run that also sizes the workspace). The input is
+  // restored before every run (the layer works in place) and the run's views made, outside the
+  // timed region.
   const LayerResident r = store.read_resident(0);  // resident_view(r) points into it
   const LayerResidentView resident = resident_view(r);
   EncoderWorkspace ws;
   std::vector<std::vector<float>> inputs;
   for (const std::size_t l : p.lengths) inputs.push_back(d::random_hidden(l, c.hidden, 0x5717e + l));
   std::vector<float> hidden;
-  for (const unsigned bits : p.bits) {
-    std::vector<ShardBuffer> shards;
-    std::vector<ShardView> views;
-    for (std::size_t s = 0; s < M; ++s) {
-      shards.push_back(store.read_shard(0, s, bits));
-      views.push_back(shards.back().view());
-    }
-    std::vector<std::vector<double>>& per_length = p.compute_ms.emplace_back();
+  // One bitwidth's table [length index][m - 1]; views_of_run(m) gives each run's m shards.
+  const auto time_table = [&](const auto& views_of_run) {
+    std::vector<std::vector<double>> per_length;
     for (std::size_t i = 0; i < p.lengths.size(); ++i) {
       const std::size_t offsets[2] = {0, p.lengths[i]};
       std::vector<double>& per_m = per_length.emplace_back();
       for (std::size_t m = 1; m <= M; ++m) {
-        const ShardedLayer layer(store.shard_shape(), std::span<const ShardView>(views).first(m), resident);
         std::vector<double> ms;
         for (std::size_t run = 0; run <= options.repeats; ++run) {
-          hidden = inputs[i];
-          const Clock::time_point start = Clock::now();
-          layer.run(c, hidden.data(), offsets, ws, pool);
-          if (run > 0) ms.push_back(d::ms_since(start));
-        }
-        per_m.push_back(d::median(std::move(ms)));
-        step();
-      }
-    }
-  }
-
-  // T_comp': every run reads its versions first, through the backend (one request per contiguous
-  // run of versions, checksums checked), then computes on the views into the read buffer.
-  const LayerReader reader(store, backend);
-  for (const unsigned bits : p.bits) {
-    std::vector<ShardChoice> versions;
-    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, bits});
-    AlignedBuffer<std::byte, kShardStoreAlign> read_buffer(reader.buffer_bytes(0, versions));
-    std::vector<std::vector<double>>& per_length = p.compute_after_read_ms.emplace_back();
-    for (std::size_t i = 0; i < p.lengths.size(); ++i) {
-      const std::size_t offsets[2] = {0, p.lengths[i]};
-      std::vector<double>& per_m = per_length.emplace_back();
-      for (std::size_t m = 1; m <= M; ++m) {
-        const std::span<const ShardChoice> first_m = std::span<const ShardChoice>(versions).first(m);
-        std::vector<double> ms;
-        for (std::size_t run = 0; run <= options.repeats; ++run) {
-          LayerTimes ignored;
-          std::vector<ShardView> views;  // a failed read throws an Error naming the store
-          for (const ReadVersion& v : reader.read(0, first_m, read_buffer.span(), ignored, Clock::now())) {
-            views.push_back(v.view);
-          }
+          const std::vector<ShardView> views = views_of_run(m);
           const ShardedLayer layer(store.shard_shape(), views, resident);
           hidden = inputs[i];
           const Clock::time_point start = Clock::now();
@@ -279,6 +244,39 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
         step();
       }
     }
+    return per_length;
+  };
+
+  // T_comp: the shards read once per bitwidth, every run on the same (warm) bytes.
+  for (const unsigned bits : p.bits) {
+    std::vector<ShardBuffer> shards;
+    std::vector<ShardView> views;
+    for (std::size_t s = 0; s < M; ++s) {
+      shards.push_back(store.read_shard(0, s, bits));
+      views.push_back(shards.back().view());
+    }
+    p.compute_ms.push_back(time_table([&](std::size_t m) {
+      return std::vector<ShardView>(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(m));
+    }));
+  }
+
+  // T_comp': every run reads its versions first, through the backend (one request per contiguous
+  // run of versions, checksums checked; a failed read throws an Error naming the store), then
+  // computes on the views into the read buffer.
+  const LayerReader reader(store, backend);
+  for (const unsigned bits : p.bits) {
+    std::vector<ShardChoice> versions;
+    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, bits});
+    AlignedBuffer<std::byte, kShardStoreAlign> read_buffer(reader.buffer_bytes(0, versions));
+    p.compute_after_read_ms.push_back(time_table([&](std::size_t m) {
+      LayerTimes ignored;
+      std::vector<ShardView> views;
+      for (const ReadVersion& v :
+           reader.read(0, std::span<const ShardChoice>(versions).first(m), read_buffer.span(), ignored, Clock::now())) {
+        views.push_back(v.view);
+      }
+      return views;
+    }));
   }
 
   std::uintmax_t store_bytes = store.file_size();
