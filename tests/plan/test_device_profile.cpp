@@ -302,12 +302,15 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
       for (std::size_t s = 0; s < M; ++s) bytes += double(store.version_info(l, s, p.bits[b]).size);
     }
     CHECK(p.shard_bytes[b] == Approx(bytes / double(N * M)));
-    REQUIRE(p.compute_ms[b].size() == 2);
-    for (const auto& per_m : p.compute_ms[b]) {
-      REQUIRE(per_m.size() == M);
-      for (const double ms : per_m) {
-        CHECK(std::isfinite(ms));
-        CHECK(ms > 0);
+    for (const auto* table : {&p.compute_ms, &p.compute_after_read_ms}) {  // T_comp and T_comp'
+      REQUIRE(table->size() == p.bits.size());
+      REQUIRE((*table)[b].size() == 2);
+      for (const auto& per_m : (*table)[b]) {
+        REQUIRE(per_m.size() == M);
+        for (const double ms : per_m) {
+          CHECK(std::isfinite(ms));
+          CHECK(ms > 0);
+        }
       }
     }
   }
