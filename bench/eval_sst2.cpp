@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,7 @@
 #include "stile/engine.hpp"
 #include "stile/pipeline/word_row_cache.hpp"
 #include "stile/pipeline/word_rows.hpp"
+#include "stile/pipeline/preload_buffer.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -82,11 +84,16 @@ std::size_t shard_count(const stile::SubmodelPlan& p) {
   return n;
 }
 
-// A method: its plan for a request that reads `word_rows` word rows, at target T, and how the
-// engine runs it.
+// Which versions the engine's preload buffer holds when a request starts.
+using HeldVersions = std::function<bool(const stile::ShardKey&)>;
+
+// A method: its plan for a request that reads `word_rows` word rows, at target T, with the preload
+// buffer holding `held`, and how the engine runs it.
 struct Method {
   std::string name;
-  std::function<stile::SubmodelPlan(const stile::Encoding& request, std::size_t word_rows, double target_ms)> plan;
+  std::function<stile::SubmodelPlan(const stile::Encoding& request, std::size_t word_rows, double target_ms,
+                                    const HeldVersions& held)>
+      plan;
   std::size_t preload_bytes = 0;  // the engine's preload budget (whole plan: PreloadModel, gold)
   bool preload_whole_plan = false;
   stile::PipelineMode mode = stile::PipelineMode::pipelined;
@@ -107,19 +114,27 @@ struct Context {
   std::string storage;
 };
 
-// The method's plans for `requests` sent in this order to one engine: its word-row cache replayed
-// as the engine fills it, so each request is planned for the rows it still reads.
+// The method's plans for `requests` sent in this order to one engine: its word-row cache and its
+// preload buffer replayed as the engine fills them, so each request is planned for the rows it
+// still reads and the versions the buffer holds (after a request the engine keeps the plan's
+// first versions that fit its budget: Engine::run(tokens, plan)). Planning every request as if
+// its own preload set were held overran T whenever consecutive requests differ in shape.
 std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& m,
                                                 std::span<const stile::Encoding> requests, double target_ms) {
   const stile::ShardStore& store = *c.store;
   stile::WordRowCache cache(m.word_cache_bytes,
                             [&store](std::int32_t id) { return store.word_row_extent(std::size_t(id)).size; });
+  std::set<stile::ShardKey> preloaded;
+  const HeldVersions held = [&preloaded](const stile::ShardKey& k) { return preloaded.count(k) != 0; };
   std::vector<stile::SubmodelPlan> plans;
   for (const stile::Encoding& e : requests) {
     // The engine's reads are O_DIRECT (4096-byte blocks); rows near each other share one.
     const std::size_t reads = stile::plan_word_row_reads(store, 4096, cache.missing_ids(e.input_ids)).size();
-    plans.push_back(m.plan(e, reads, target_ms));
+    plans.push_back(m.plan(e, reads, target_ms, held));
     cache.record(e.input_ids);
+    preloaded = stile::preload_set(plans.back(), m.preload_bytes, [&store](const stile::ShardKey& k) {
+      return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size);
+    });
   }
   return plans;
 }
@@ -275,8 +290,9 @@ int main(int argc, char** argv) {
     };
     const auto shape_accuracy = heads.shape_accuracy();
     const auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
-      return [&, budget, upgrade_order](const stile::Encoding& e, std::size_t rows, double t) {
+      return [&, budget, upgrade_order](const stile::Encoding& e, std::size_t rows, double t, const HeldVersions& held) {
         stile::PlannerOptions o;
+        o.preload_held = held;
         o.target_ms = t;
         o.preload_budget_bytes = budget;
         o.version_bytes = exact;
@@ -309,27 +325,27 @@ int main(int argc, char** argv) {
     }
     methods.push_back(
         {"Load&Exec",
-         [&](const stile::Encoding& e, std::size_t rows, double t) {
+         [&](const stile::Encoding& e, std::size_t rows, double t, const HeldVersions&) {
            return stile::plan_load_and_exec(profile, e.size(), layers_ms(rows, t), ranking, layer_io).submodel;
          },
          0, false, stile::PipelineMode::load_then_execute});
     for (const unsigned x : {2u, 6u, 32u}) {
       methods.push_back(
           {fmt::format("StdPL-{}", x),
-           [&, x](const stile::Encoding& e, std::size_t rows, double t) {
+           [&, x](const stile::Encoding& e, std::size_t rows, double t, const HeldVersions&) {
              return stile::plan_std_pipeline(profile, e.size(), layers_ms(rows, t), x, ranking, layer_io).submodel;
            },
            0, false});
     }
     for (const unsigned x : {6u, 32u}) {
       methods.push_back({fmt::format("PreloadModel-{}", x),
-                         [&, x](const stile::Encoding& e, std::size_t rows, double t) {
+                         [&, x](const stile::Encoding& e, std::size_t rows, double t, const HeldVersions&) {
                            return stile::plan_preload_model(profile, e.size(), layers_ms(rows, t), x, ranking).submodel;
                          },
                          0, true});
     }
     Method gold{"gold",
-                [&](const stile::Encoding&, std::size_t, double) {
+                [&](const stile::Encoding&, std::size_t, double, const HeldVersions&) {
                   return stile::SubmodelPlan::uniform(store.num_layers(), store.shards_per_layer(), 32);
                 },
                 0, true};
