@@ -30,8 +30,9 @@
 // uses k processors costs per request beyond its nodes and transfers (the driver's hand-over, the
 // processors' wake-ups, the driver's own wake-up; fitted on executed mappings by
 // calibrate/request_cost_profiler.hpp), one row per processor count 1..processors, interpolated
-// over request_tokens as a node's latency over tokens (the cost grows with the request: pooling,
-// the wake-ups' cache misses). Older files are read and written back as they were, and the tools
+// over request_tokens as a node's latency over tokens (it depends on the length: on machine E,
+// docs/results.md, 0 at 32 tokens and ~0.5 ms at 128; one cost for all over-predicted short
+// requests by ~10%). Older files are read and written back as they were, and the tools
 // print request_cost_note(): version 1 has no request cost (request_measured false, every cost 0);
 // version 2 has one per processor count, "request_us": [12.0, 180.0], the same at every length
 // (request_tokens empty), which over-predicts short requests.
@@ -137,7 +138,7 @@ struct OpLatencyProfile {
   double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
     return from == to ? 0.0 : transfer.at(from).at(to).us(bytes);
   }
-  // What a tool says about a profile without a request cost (version 1), or "".
+  // What a tool says about a profile without a request cost per token count (version 1 or 2), or "".
   std::string request_cost_note() const {
     if (!request_measured) {
       return "note: the op latency profile has no request cost (version 1): predictions leave out the executor's "
