@@ -38,13 +38,14 @@
 
 namespace {
 // The same fitness for pagmo: integer genes in [0, processors - 1] (pagmo's integer part, nix).
+stile::Genome genome_of(const pagmo::vector_double& x) {
+  stile::Genome g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) g[i] = static_cast<std::uint8_t>(x[i] + 0.5);
+  return g;
+}
 struct PagmoMapping {
   const stile::MappingProblem* p = nullptr;
-  pagmo::vector_double fitness(const pagmo::vector_double& x) const {
-    stile::Genome g(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) g[i] = static_cast<std::uint8_t>(x[i] + 0.5);
-    return {p->latency_us(g)};
-  }
+  pagmo::vector_double fitness(const pagmo::vector_double& x) const { return {p->latency_us(genome_of(x))}; }
   std::pair<pagmo::vector_double, pagmo::vector_double> get_bounds() const {
     return {pagmo::vector_double(p->graph->size(), 0.0),
             pagmo::vector_double(p->graph->size(), double(p->processors - 1))};
@@ -126,7 +127,10 @@ int main(int argc, char** argv) {
                                          "tournament", static_cast<unsigned>(seed))};
         stile::GaResult r;
         auto note = [&] {
-          r.best_us = std::min(r.best_us, pop.champion_f()[0]);
+          if (pop.champion_f()[0] < r.best_us) {  // the genome too: the best run's mapping is executed
+            r.best_us = pop.champion_f()[0];
+            r.best = genome_of(pop.champion_x());
+          }
           r.best_per_generation.push_back(r.best_us);
           r.evaluations.push_back(static_cast<std::size_t>(pop.get_problem().get_fevals()));
         };

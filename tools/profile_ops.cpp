@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   cli.flag("--repeats", "N", "timed runs per entry (the median is kept)", s.repeats).at_least(1);
   cli.flag("--opencl", "LIST", "also profile these OpenCL devices (opencl:N) through the mapped forward's trace",
            opencl);
-  cli.flag("--fit-tokens", "LIST", "sequence lengths of the request cost fit's executed mappings", fit.tokens)
+  cli.flag("--fit-tokens", "LIST", "sequence lengths of the request cost fit's executed mappings (a request cost each)",
+           fit.tokens)
       .at_least(1);
   cli.flag("--fit-repeats", "N", "timed runs per executed mapping of the fit (the median is kept)", fit.repeats)
       .at_least(1);
@@ -66,8 +67,10 @@ int main(int argc, char** argv) {
     if (!before_fit.empty()) p.save(before_fit);
     stile::ProgressBar fit_bar("request cost fit");
     stile::fit_request_costs(p, model_dir, fit, &fit_bar);
-    fmt::print("request cost: {:.1f} us on one processor, {:.1f} us on two or more\n", p.request_us[0],
-               p.request_us.size() > 1 ? p.request_us[1] : p.request_us[0]);
+    for (const std::size_t t : p.request_tokens) {
+      fmt::print("request cost at {} tokens: {:.1f} us on one processor, {:.1f} us on two or more\n", t,
+                 p.request_cost_us(1, t), p.request_cost_us(2, t));
+    }
     for (std::size_t a = 0; a < p.processors.size(); ++a) {
       for (std::size_t b = a + 1; b < p.processors.size(); ++b) {
         fmt::print("hand-off {} <-> {}: {:.2f} us per call\n", p.processors[a], p.processors[b], p.transfer[a][b].call_us);

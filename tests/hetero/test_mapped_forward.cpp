@@ -232,28 +232,42 @@ TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs")
   CHECK(stile::critical_handoffs(g, c, stile::layer_norms_moved(g, f, 1, 0, 2), 0, 1) == Approx(8));
   CHECK(stile::critical_handoffs(g, c, stile::OpMapping::uniform(g.size(), 0), 0, 1) == 0);
 
-  // Samples made from request(1) = 10, request(2) = 100, hand-off 5 us (pair 0) and 20 us (pair 1).
+  // Samples made from request(1) = 10, request(2) = 100 at 32 tokens and 30 / 160 at 128, one
+  // hand-off of 5 us (pair 0) and 20 us (pair 1) at both lengths.
   std::vector<stile::RequestCostSample> s;
-  auto add = [&](std::size_t used, std::size_t pair, double nodes, double handoffs, double measured) {
+  auto add = [&](std::size_t tokens, std::size_t used, std::size_t pair, double nodes, double handoffs,
+                 double measured) {
     stile::RequestCostSample x;
-    x.processors_used = used, x.pair = pair, x.nodes_us = nodes, x.handoffs = handoffs, x.measured_us = measured;
+    x.tokens = tokens, x.processors_used = used, x.pair = pair, x.nodes_us = nodes, x.handoffs = handoffs;
+    x.measured_us = measured;
     s.push_back(x);
   };
-  add(1, 0, 1000, 0, 1009);  // residuals 9, 10, 40: the median is 10
-  add(1, 0, 2000, 0, 2010);
-  add(1, 0, 500, 0, 540);
-  for (const double h : {4.0, 12.0, 24.0}) add(2, 0, 3000, h, 3000 + 100 + 5 * h);
-  for (const double h : {4.0, 8.0}) add(2, 1, 3000, h, 3000 + 100 + 20 * h);
+  add(128, 1, 0, 4000, 0, 4030);
+  add(32, 1, 0, 1000, 0, 1009);  // residuals 9, 10, 40: the median is 10
+  add(32, 1, 0, 2000, 0, 2010);
+  add(32, 1, 0, 500, 0, 540);
+  for (const double h : {4.0, 12.0, 24.0}) add(32, 2, 0, 3000, h, 3000 + 100 + 5 * h);
+  for (const double h : {4.0, 24.0}) add(128, 2, 0, 9000, h, 9000 + 160 + 5 * h);
+  for (const double h : {4.0, 8.0}) add(32, 2, 1, 3000, h, 3000 + 100 + 20 * h);
+  for (const double h : {4.0, 8.0}) add(128, 2, 1, 9000, h, 9000 + 160 + 20 * h);
   const stile::RequestCostFit fit = stile::fit_request_model(s, 2);
-  CHECK(fit.request1_us == Approx(10));
-  CHECK(fit.request2_us == Approx(100));
+  CHECK(fit.tokens == std::vector<std::size_t>{32, 128});
+  REQUIRE(fit.request1_us.size() == 2);
+  REQUIRE(fit.request2_us.size() == 2);
+  CHECK(fit.request1_us[0] == Approx(10));
+  CHECK(fit.request1_us[1] == Approx(30));
+  CHECK(fit.request2_us[0] == Approx(100));
+  CHECK(fit.request2_us[1] == Approx(160));
   REQUIRE(fit.handoff_us.size() == 2);
   CHECK(fit.handoff_us[0] == Approx(5));
   CHECK(fit.handoff_us[1] == Approx(20));
   // Residuals below the model are clamped at 0, not fitted as negative costs.
-  std::vector<stile::RequestCostSample> low{s[0]};
+  std::vector<stile::RequestCostSample> low{s[1]};
   low[0].measured_us = 900;
-  CHECK(stile::fit_request_model(low, 0).request1_us == 0);
+  CHECK(stile::fit_request_model(low, 0).request1_us == std::vector<double>{0});
+  // A length with two-processor runs but none on one processor.
+  CHECK_THAT(error_of([&] { stile::fit_request_model({s[1], s.back()}, 2); }),
+             Contains("no run on one processor at 128 tokens"));
   CHECK_THAT(error_of([] { stile::fit_request_model({}, 0); }), Contains("no run on one processor"));
 }
 

@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const stile::OpCostTable c = stile::OpCostTable::from_profile(g, p);
       (void)stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 0));
     }
+    (void)p.request_cost_us(p.processors.size() + 1, p.tokens.back());  // the last row, at another length
     (void)p.to_json().dump();
   });
   refused_or_read([&] {

@@ -89,6 +89,25 @@ TEST_CASE("mapping GA: DNN-SMO's GA finds the brute-force optimum on small graph
   }
 }
 
+TEST_CASE("mapping GA: DNN-SMO's answer is never predicted slower than one processor") {
+  // Spreading cannot pay: a transfer costs more than the whole graph on one processor. Processor
+  // 1 is the faster but for the embedding, which the custom initialization therefore always puts
+  // on processor 0 (its fastest), and pays a transfer.
+  const stile::OpGraph g = stile::bert_op_graph({.layers = 1, .hidden = 8, .heads = 4, .ffn = 16, .tokens = 4});
+  stile::OpCostTable costs = stile::OpCostTable::constant(g.size(), 2, 2.0);
+  for (auto& node : costs.node_us) node[1].fill(1.0);
+  REQUIRE(g.nodes[0].kind == stile::OpNodeKind::kEmbedding);
+  costs.node_us[0][0].fill(0.5);
+  costs.transfer[0][1].call_us = costs.transfer[1][0].call_us = 1000;
+  const stile::MappingProblem problem =
+      stile::mapping_problem(g, costs, {{0, NumberFormat::kF32}, {1, NumberFormat::kF32}});
+  stile::GaOptions o;
+  o.generations = 0;
+  const stile::GaResult r = stile::dnn_smo_ga(problem, o);
+  CHECK(r.best == stile::Genome(g.size(), 1));
+  CHECK(r.best_us == problem.latency_us(stile::Genome(g.size(), 1)));
+}
+
 TEST_CASE("mapping GA: the standard GA's result is a valid mapping no better than the optimum") {
   const stile::OpGraph g = stile::bert_op_graph({.layers = 1, .hidden = 8, .heads = 4, .ffn = 16, .tokens = 4});
   const stile::OpCostTable costs = random_costs(g, 2, 7);

@@ -268,62 +268,98 @@ TEST_CASE("op latency profile: lookups interpolate; the file round-trips") {
   CHECK_THAT(error_of([&] { stile::OpCostTable::from_profile(other, q); }), Contains("another model shape"));
 }
 
-TEST_CASE("op latency profile: version 2 carries the request cost; version 1 reads as none") {
+TEST_CASE("op latency profile: version 3 carries a request cost per token count; versions 2 and 1 still read") {
   stile::OpLatencyProfile p = small_profile();
   CHECK_FALSE(p.request_measured);
-  CHECK(p.request_us == std::vector<double>{0, 0});
+  CHECK(p.request_cost_us(1, 10) == 0);
   CHECK(p.to_json()["version"] == 1);  // nothing fitted: written as version 1, without request_us
   CHECK_FALSE(p.to_json().contains("request_us"));
   CHECK_THAT(p.request_cost_note(), Contains("no request cost (version 1)"));
   const stile::OpGraph g = stile::bert_op_graph({.layers = 1, .hidden = 4, .heads = 2, .ffn = 8, .tokens = 10});
   CHECK(stile::OpCostTable::from_profile(g, p).request_us.empty());
-  p.request_us = {12, 150};
+  // Fitted at 8 and 16 tokens: 4 / 20 us on one processor, 100 / 200 on two.
+  p.request_tokens = {8, 16};
+  p.request_us = {{4, 20}, {100, 200}};
   p.request_measured = true;
   CHECK(p.request_cost_note().empty());
+  CHECK(p.request_cost_us(1, 10) == 8);    // interpolated as the nodes are
+  CHECK(p.request_cost_us(2, 12) == 150);
+  CHECK(p.request_cost_us(1, 4) == 0);     // extrapolated, never below 0
+  CHECK(p.request_cost_us(3, 16) == 200);  // more processors than rows: the last row
   const nlohmann::json j = p.to_json();
-  CHECK(j["version"] == 2);
-  CHECK(j["request_us"] == nlohmann::json({12.0, 150.0}));
+  CHECK(j["version"] == 3);
+  CHECK(j["request_tokens"] == nlohmann::json({8, 16}));
+  CHECK(j["request_us"] == nlohmann::json({{4.0, 20.0}, {100.0, 200.0}}));
   const stile::OpLatencyProfile q = stile::OpLatencyProfile::from_json(j, "x.json");
   CHECK(q.request_measured);
-  CHECK(q.request_us == std::vector<double>{12, 150});
+  CHECK(q.request_tokens == p.request_tokens);
+  CHECK(q.request_us == p.request_us);
   CHECK(q.to_json() == j);
-  // One processor: 11 nodes of 10 us + 12; spread over both: + 150 (and its transfers).
+  // The emulator takes the cost at the graph's length. One processor: 11 nodes of 10 us + 8;
+  // spread over both: + 125 (and its transfers).
   const stile::OpCostTable c = stile::OpCostTable::from_profile(g, q);
-  CHECK(stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 0)) == 110 + 12);
+  CHECK(stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 0)) == 110 + 8);
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
   m.processor[g.size() - 1] = 1;  // the classifier: one transfer of its input (2.0 + 0.5 x bytes)
-  CHECK(stile::emulate_schedule(g, c, m).request_us == 150);
+  CHECK(stile::emulate_schedule(g, c, m).request_us == 125);
+  // A version 2 file: one request cost per processor count, the same at every length, with a note.
+  nlohmann::json v2 = j;
+  v2["version"] = 2;
+  v2.erase("request_tokens");
+  v2["request_us"] = {12.0, 150.0};
+  const stile::OpLatencyProfile two = stile::OpLatencyProfile::from_json(v2, "v2.json");
+  CHECK(two.request_measured);
+  CHECK(two.request_tokens.empty());
+  CHECK(two.request_cost_us(1, 4) == 12);
+  CHECK(two.request_cost_us(2, 160) == 150);
+  CHECK_THAT(two.request_cost_note(), Contains("one request cost for every sequence length (version 2)"));
+  CHECK(two.to_json() == v2);
+  CHECK(stile::emulate_schedule(g, stile::OpCostTable::from_profile(g, two), m).request_us == 150);
   // A version 1 file (before the request cost) is still read, and its request costs are 0.
-  nlohmann::json v1 = j;
+  nlohmann::json v1 = v2;
   v1["version"] = 1;
   v1.erase("request_us");
   const stile::OpLatencyProfile old = stile::OpLatencyProfile::from_json(v1, "old.json");
   CHECK_FALSE(old.request_measured);
-  CHECK(old.request_us == std::vector<double>{0, 0});
+  CHECK(old.request_cost_us(2, 10) == 0);
   CHECK(old.to_json() == v1);
   auto refused = [](const nlohmann::json& bad) {
     return error_of([&] { stile::OpLatencyProfile::from_json(bad, "x.json"); });
   };
   nlohmann::json bad = v1;
-  bad["request_us"] = {1.0, 2.0};  // version 1 has no request cost
-  CHECK_THAT(refused(bad), Contains("unknown key \"request_us\""));
-  bad = j;
-  bad.erase("request_us");
-  CHECK_THAT(refused(bad), Contains("x.json") && Contains("request_us"));
-  bad = j;
+  bad["request_us"] = {1.0, 2.0};
+  CHECK_THAT(refused(bad), Contains("version 1 has no \"request_us\""));
+  bad = v2;
+  bad["request_tokens"] = {8, 16};
+  CHECK_THAT(refused(bad), Contains("version 2 has no \"request_tokens\""));
+  bad = v2;
   bad["request_us"] = {1.0};
   CHECK_THAT(refused(bad), Contains("one per processor count"));
-  bad = j;
+  bad = v2;
   bad["request_us"] = {1.0, -1.0};
   CHECK_THAT(refused(bad), Contains(">= 0"));
+  for (const char* key : {"request_us", "request_tokens"}) {
+    bad = j;
+    bad.erase(key);
+    CHECK_THAT(refused(bad), Contains("x.json") && Contains(key));
+  }
   bad = j;
-  bad["version"] = 3;
-  CHECK_THAT(refused(bad), Contains("version 3 is not supported") && Contains("version 2 or 1"));
+  bad["request_tokens"] = {16, 8};
+  CHECK_THAT(refused(bad), Contains("strictly increasing"));
+  bad = j;
+  bad["request_us"] = {{4.0, 20.0}};
+  CHECK_THAT(refused(bad), Contains("one row per processor count"));
+  bad = j;
+  bad["request_us"][1] = {100.0};
+  CHECK_THAT(refused(bad), Contains("\"request_us\"[1]") && Contains("one per request_tokens entry"));
+  bad = j;
+  bad["version"] = 4;
+  CHECK_THAT(refused(bad), Contains("version 4 is not supported") && Contains("version 3, 2 or 1"));
 }
 
 TEST_CASE("op latency profile: a processor added later has no entries and free transfers") {
   stile::OpLatencyProfile p = small_profile();
-  p.request_us = {12, 150};
+  p.request_us = {{12}, {150}};
   p.request_measured = true;
   CHECK(p.add_processor("opencl:0") == 2);
   CHECK(p.processors.back() == "opencl:0");
@@ -331,7 +367,7 @@ TEST_CASE("op latency profile: a processor added later has no entries and free t
   for (const auto& row : p.transfer) CHECK(row.size() == 3);
   CHECK(p.transfer_us(0, 2, 100) == 0);
   CHECK(p.transfer_us(0, 1, 10) == 7);  // the others' are kept
-  CHECK(p.request_us == std::vector<double>{12, 150, 150});
+  CHECK(p.request_us == std::vector<std::vector<double>>{{12}, {150}, {150}});
   CHECK_FALSE(p.has(2, OpNodeKind::kQkv, NumberFormat::kF32));
   p.entry(2, OpNodeKind::kQkv, NumberFormat::kF32) = {1, 2};
   CHECK(p.latency_us(2, OpNodeKind::kQkv, NumberFormat::kF32, 20) == 2);

@@ -13,9 +13,12 @@
 //     request(2) + h_ab x H, where H is the number of hand-offs on the emulated critical path (the
 //     makespan's growth per microsecond of hand-off).
 //
-// request(1) is the median residual of the first kind; request(2) and h of the first pair by least
-// squares on the second kind; a later pair's h with request(2) fixed. Costs are clamped at 0; more
-// than two processors in use get request(2). The per-byte transfer cost is the profiler's (cache
+// Each is fitted at every sequence length the runs use, since the request cost grows with the
+// request (one cost fitted at 128 tokens over-predicted 32-token requests by ~10%): request(1) at a
+// length is the median residual of the first kind at that length; request(2) at each length and h
+// of the first pair by least squares on the second kind (one h, an intercept per length); a later
+// pair's h with request(2) fixed. Costs are clamped at 0; more than two processors in use get
+// request(2). The per-byte transfer cost is the profiler's (cache
 // misses, calibrate/op_latency_profiler.hpp); the hand-off replaces its per-call part, which a
 // pair of spinning threads measures far below what the runtime's queues take.
 #include <algorithm>
@@ -110,39 +113,61 @@ struct RequestCostSample {
 };
 
 struct RequestCostFit {
-  double request1_us = 0, request2_us = 0;  // one processor in use; two or more
-  std::vector<double> handoff_us;           // per pair
+  std::vector<std::size_t> tokens;                // the samples' lengths, increasing
+  std::vector<double> request1_us, request2_us;   // per tokens entry: one processor in use; two or more
+  std::vector<double> handoff_us;                 // per pair
 };
 
 // The fit of the top from samples (processors_used 1, or 2 with `pair` < pairs and its critical
-// hand-offs); Error without a single-processor sample.
+// hand-offs); Error when a length has no single-processor sample.
 inline RequestCostFit fit_request_model(const std::vector<RequestCostSample>& samples, std::size_t pairs) {
   RequestCostFit fit;
-  std::vector<double> single;
-  for (const RequestCostSample& x : samples) {
-    if (x.processors_used == 1) single.push_back(x.measured_us - x.nodes_us);
+  for (const RequestCostSample& x : samples) fit.tokens.push_back(x.tokens);
+  std::sort(fit.tokens.begin(), fit.tokens.end());
+  fit.tokens.erase(std::unique(fit.tokens.begin(), fit.tokens.end()), fit.tokens.end());
+  require(!samples.empty(), "request cost fit: no run on one processor");
+  const std::size_t T = fit.tokens.size();
+  const auto length = [&](const RequestCostSample& x) {
+    return static_cast<std::size_t>(std::lower_bound(fit.tokens.begin(), fit.tokens.end(), x.tokens) - fit.tokens.begin());
+  };
+  const auto residual = [](const RequestCostSample& x) { return x.measured_us - x.nodes_us; };
+  for (const std::size_t t : fit.tokens) {
+    std::vector<double> single;
+    for (const RequestCostSample& x : samples) {
+      if (x.processors_used == 1 && x.tokens == t) single.push_back(residual(x));
+    }
+    require(!single.empty(), concat("request cost fit: no run on one processor at ", t, " tokens"));
+    std::sort(single.begin(), single.end());
+    fit.request1_us.push_back(std::max(0.0, single[single.size() / 2]));
   }
-  require(!single.empty(), "request cost fit: no run on one processor");
-  std::sort(single.begin(), single.end());
-  fit.request1_us = std::max(0.0, single[single.size() / 2]);
-  fit.request2_us = fit.request1_us;
+  fit.request2_us = fit.request1_us;  // a length without two-processor runs
   fit.handoff_us.assign(pairs, 0.0);
   for (std::size_t pi = 0; pi < pairs; ++pi) {
-    std::vector<double> xs, ys;
+    std::vector<const RequestCostSample*> xs;
     for (const RequestCostSample& x : samples) {
-      if (x.processors_used == 2 && x.pair == pi) xs.push_back(x.handoffs), ys.push_back(x.measured_us - x.nodes_us);
+      if (x.processors_used == 2 && x.pair == pi) xs.push_back(&x);
     }
     if (xs.empty()) continue;
-    double mx = 0, my = 0;
-    for (std::size_t i = 0; i < xs.size(); ++i) mx += xs[i] / double(xs.size()), my += ys[i] / double(xs.size());
     double sxy = 0, sxx = 0;
-    if (pi == 0) {  // request(2) and h: least squares
-      for (std::size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
+    if (pi == 0) {  // request(2) per length and h: least squares, each length about its own means
+      std::vector<double> n(T, 0), mx(T, 0), my(T, 0);
+      for (const RequestCostSample* x : xs) n[length(*x)] += 1, mx[length(*x)] += x->handoffs, my[length(*x)] += residual(*x);
+      for (std::size_t l = 0; l < T; ++l) {
+        if (n[l] > 0) mx[l] /= n[l], my[l] /= n[l];
+      }
+      for (const RequestCostSample* x : xs) {
+        const std::size_t l = length(*x);
+        sxy += (x->handoffs - mx[l]) * (residual(*x) - my[l]), sxx += (x->handoffs - mx[l]) * (x->handoffs - mx[l]);
+      }
       const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-      fit.request2_us = std::max(0.0, my - slope * mx);
+      for (std::size_t l = 0; l < T; ++l) {
+        if (n[l] > 0) fit.request2_us[l] = std::max(0.0, my[l] - slope * mx[l]);
+      }
       fit.handoff_us[pi] = slope;
     } else {  // h alone, request(2) fixed
-      for (std::size_t i = 0; i < xs.size(); ++i) sxy += xs[i] * (ys[i] - fit.request2_us), sxx += xs[i] * xs[i];
+      for (const RequestCostSample* x : xs) {
+        sxy += x->handoffs * (residual(*x) - fit.request2_us[length(*x)]), sxx += x->handoffs * x->handoffs;
+      }
       fit.handoff_us[pi] = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
     }
   }
@@ -226,6 +251,7 @@ inline std::vector<RequestCostSample> fit_request_costs(OpLatencyProfile& prof, 
     const auto [a, b] = pairs[pi];
     prof.transfer[a][b].call_us = prof.transfer[b][a].call_us = fit.handoff_us[pi];
   }
+  prof.request_tokens = fit.tokens;
   prof.request_us.assign(P, fit.request2_us);
   prof.request_us[0] = fit.request1_us;
   prof.request_measured = true;

@@ -8,7 +8,10 @@
 //                  binary tournament (single-point crossover, then the mutations below); the
 //                  child replaces the worst member when it is better and not already present
 //   initialization sequential nodes on their fastest processor, parallel-branch nodes random;
-//                  half the population copies layer 0's genes to every identical layer (gene reuse)
+//                  half the population copies layer 0's genes to every identical layer (gene reuse);
+//                  and one member per processor with every node on it (ours: the answer is then
+//                  never predicted slower than one processor, which the rest can miss when
+//                  hand-offs and the request cost outweigh what spreading gains, as at 32 tokens)
 //   mutation       per gene, rate base_rate + parallel_rate * (parallelism - 1) / (max - 1): the
 //                  more branches a node is parallel with, the likelier it moves
 //   branch-level   with branch_rate, one branch group is re-split: either all of its branches on
@@ -134,8 +137,8 @@ inline GaResult dnn_smo_ga(const MappingProblem& p, const GaOptions& o,
     return p.latency_us(x);
   };
   for (std::size_t k = 0; k < o.population; ++k) {
-    Genome x(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    Genome x(n, static_cast<std::uint8_t>(k % p.processors));  // k < processors: every node on processor k
+    for (std::size_t i = 0; k >= p.processors && i < n; ++i) {
       if (g.nodes[i].parallelism > 1) {
         x[i] = static_cast<std::uint8_t>(rng() % p.processors);
       } else {

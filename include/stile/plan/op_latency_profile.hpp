@@ -9,7 +9,7 @@
 //
 //   {
 //     "format": "stile-op-latency-profile",   exactly this
-//     "version": 2,                            (1: without "request_us", read as no request cost)
+//     "version": 3,                            (1, 2: older request costs, still read; see below)
 //     "machine": { ... },                      free-form: what it was measured on
 //     "settings": { ... },                     free-form: how (repeats, threads per processor, ...)
 //     "shape": {"layers": 6, "hidden": 384, "heads": 12, "ffn": 1536, "classes": 2},
@@ -19,8 +19,9 @@
 //       {"processor": "cpu:0", "kind": "qkv", "format": "int8", "us": [..one per tokens..]}, ...],
 //     "transfer": [                            one entry per ordered pair of distinct processors
 //       {"from": "cpu:0", "to": "cpu:1", "call_us": 2.1, "byte_us": 0.0001}, ...],
-//     "request_us": [12.0, 180.0]              version 2: the mapped forward's cost per request
-//   }                                          beyond its nodes, by how many processors it uses
+//     "request_tokens": [32, 128],             the lengths the request cost was fitted at (as "tokens")
+//     "request_us": [[0.0, 240.0], [0.0, 15.0]] the mapped forward's cost per request beyond its
+//   }                                          nodes, by processors used, one per request_tokens entry
 //
 // kind and format are op_graph.hpp's names; a format the kind does not have is refused. A node's
 // latency at a token count between two measured ones is interpolated linearly, outside them
@@ -28,9 +29,13 @@
 // call_us + b * byte_us; on one processor, 0. request_us[k - 1] is what executing a mapping that
 // uses k processors costs per request beyond its nodes and transfers (the driver's hand-over, the
 // processors' wake-ups, the driver's own wake-up; fitted on executed mappings by
-// calibrate/request_cost_profiler.hpp), one entry per processor count 1..processors. A version 1
-// file has none: it is read with request_measured false and every request cost 0 (the tools say
-// so), and written back as version 1.
+// calibrate/request_cost_profiler.hpp), one row per processor count 1..processors, interpolated
+// over request_tokens as a node's latency over tokens (it depends on the length: on machine E,
+// docs/results.md, 0 at 32 tokens and ~0.5 ms at 128; one cost for all over-predicted short
+// requests by ~10%). Older files are read and written back as they were, and the tools
+// print request_cost_note(): version 1 has no request cost (request_measured false, every cost 0);
+// version 2 has one per processor count, "request_us": [12.0, 180.0], the same at every length
+// (request_tokens empty), which over-predicts short requests.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -51,7 +56,21 @@
 namespace stile {
 
 inline constexpr std::string_view kOpLatencyProfileFormatName = "stile-op-latency-profile";
-inline constexpr std::uint64_t kOpLatencyProfileVersion = 2;
+inline constexpr std::uint64_t kOpLatencyProfileVersion = 3;
+
+// The value at `t` tokens of `us`, measured at `tokens` (strictly increasing, one value each):
+// linear between two measured lengths, extrapolated along the nearest segment outside them, never
+// below 0. A single value holds at every length.
+inline double interpolate_tokens(const std::vector<std::size_t>& tokens, const std::vector<double>& us,
+                                 std::size_t t) {
+  if (us.size() == 1) return us[0];
+  // The segment [i, i + 1] holding t, or the nearest one.
+  const auto it = std::upper_bound(tokens.begin(), tokens.end(), t);
+  std::size_t i = it == tokens.begin() ? 0 : static_cast<std::size_t>(it - tokens.begin()) - 1;
+  i = std::min(i, tokens.size() - 2);
+  const double x0 = double(tokens[i]), x1 = double(tokens[i + 1]);
+  return std::max(0.0, us[i] + (us[i + 1] - us[i]) * (double(t) - x0) / (x1 - x0));
+}
 
 struct TransferCost {
   double call_us = 0, byte_us = 0;
@@ -67,8 +86,10 @@ struct OpLatencyProfile {
   // [processor][kind][format]: microseconds per tokens entry; empty when not measured.
   std::vector<std::array<std::array<std::vector<double>, kNumberFormats>, kOpNodeKinds>> latency;
   std::vector<std::vector<TransferCost>> transfer;  // [from][to]; the diagonal is unused
-  std::vector<double> request_us;                   // [processors used - 1]; zeros unless request_measured
-  bool request_measured = false;                    // false: read from a version 1 file, or not fitted yet
+  // [processors used - 1][request_tokens entry]; one zero each unless request_measured.
+  std::vector<std::vector<double>> request_us;
+  std::vector<std::size_t> request_tokens;  // empty: one request cost at every length (version 2, or none)
+  bool request_measured = false;            // false: read from a version 1 file, or not fitted yet
 
   // An empty profile over these processors and token counts (latency and transfer to be filled).
   static OpLatencyProfile empty(OpGraphShape shape, std::vector<std::size_t> tokens, std::vector<std::string> procs) {
@@ -79,7 +100,7 @@ struct OpLatencyProfile {
     p.processors = std::move(procs);
     p.latency.resize(p.processors.size());
     p.transfer.assign(p.processors.size(), std::vector<TransferCost>(p.processors.size()));
-    p.request_us.assign(p.processors.size(), 0.0);
+    p.request_us.assign(p.processors.size(), {0.0});
     return p;
   }
 
@@ -89,7 +110,7 @@ struct OpLatencyProfile {
     latency.resize(processors.size());
     for (auto& row : transfer) row.resize(processors.size());
     transfer.resize(processors.size(), std::vector<TransferCost>(processors.size()));
-    request_us.resize(processors.size(), request_us.empty() ? 0.0 : request_us.back());
+    request_us.push_back(request_us.empty() ? std::vector<double>{0.0} : request_us.back());
     return processors.size() - 1;
   }
 
@@ -106,24 +127,29 @@ struct OpLatencyProfile {
       throw Error(concat("stile: op latency profile: no latency of ", to_string(k), " in ", to_string(f), " on ",
                          proc < processors.size() ? processors[proc] : std::string("processor ?")));
     }
-    const std::vector<double>& us = latency[proc][idx(k)][idx(f)];
-    if (tokens.size() == 1) return us[0];
-    // The segment [i, i + 1] holding t, or the nearest one.
-    const auto it = std::upper_bound(tokens.begin(), tokens.end(), t);
-    std::size_t i = it == tokens.begin() ? 0 : static_cast<std::size_t>(it - tokens.begin()) - 1;
-    i = std::min(i, tokens.size() - 2);
-    const double x0 = double(tokens[i]), x1 = double(tokens[i + 1]);
-    const double v = us[i] + (us[i + 1] - us[i]) * (double(t) - x0) / (x1 - x0);
-    return std::max(0.0, v);
+    return interpolate_tokens(tokens, latency[proc][idx(k)][idx(f)], t);
+  }
+  // Microseconds a request of `t` tokens costs beyond its nodes on `used` (>= 1) processors; 0
+  // without a request cost. More processors than rows: the last row.
+  double request_cost_us(std::size_t used, std::size_t t) const {
+    if (!request_measured) return 0.0;
+    return interpolate_tokens(request_tokens, request_us.at(std::min(used, request_us.size()) - 1), t);
   }
   double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
     return from == to ? 0.0 : transfer.at(from).at(to).us(bytes);
   }
-  // What a tool says about a profile without a request cost (version 1), or "".
+  // What a tool says about a profile without a request cost per token count (version 1 or 2), or "".
   std::string request_cost_note() const {
-    return request_measured ? std::string()
-                            : std::string("note: the op latency profile has no request cost (version 1): predictions "
-                                          "leave out the executor's per-request cost; measure it again with profile_ops");
+    if (!request_measured) {
+      return "note: the op latency profile has no request cost (version 1): predictions leave out the executor's "
+             "per-request cost; measure it again with profile_ops";
+    }
+    if (request_tokens.empty()) {
+      return "note: the op latency profile has one request cost for every sequence length (version 2), fitted "
+             "mostly on long requests: predictions of short ones are too high; measure it again with profile_ops "
+             "for one per token count";
+    }
+    return {};
   }
   // The processor named `name`; Error when the profile has none.
   std::size_t processor_index(std::string_view name) const {
@@ -156,7 +182,7 @@ struct OpLatencyProfile {
       }
     }
     nlohmann::json j = {{"format", kOpLatencyProfileFormatName},
-            {"version", request_measured ? kOpLatencyProfileVersion : 1},
+            {"version", version()},
             {"machine", machine},
             {"settings", settings},
             {"shape",
@@ -169,8 +195,18 @@ struct OpLatencyProfile {
             {"processors", processors},
             {"latency_us", lat},
             {"transfer", xfer}};
-    if (request_measured) j["request_us"] = request_us;
+    if (version() == 2) {
+      j["request_us"] = nlohmann::json::array();
+      for (const std::vector<double>& row : request_us) j["request_us"].push_back(row.at(0));
+    } else if (version() == 3) {
+      j["request_tokens"] = request_tokens;
+      j["request_us"] = request_us;
+    }
     return j;
+  }
+  // The file version this profile is written as: the oldest that holds its request cost.
+  std::uint64_t version() const {
+    return !request_measured ? 1 : request_tokens.empty() ? 2 : kOpLatencyProfileVersion;
   }
 
   static OpLatencyProfile from_json(const nlohmann::json& j, const std::string& file);
@@ -195,19 +231,17 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
   using namespace op_latency_profile_detail;
   constexpr std::string_view d = "op latency profile";
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
-  // Version 1 (before the request cost) is still read: its request costs are 0, request_measured false.
-  const bool v1 = j.contains("version") && j["version"].is_number_integer() && j["version"].get<std::int64_t>() == 1;
-  if (v1) {
-    json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
-                       "transfer"},
-                   d, file);
-    json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", 1, "", d, file);
-  } else {
-    json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
-                       "transfer", "request_us"},
-                   d, file);
-    json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", kOpLatencyProfileVersion, " or 1", d,
-                      file);
+  // Versions 1 (no request cost) and 2 (one per processor count, at every length) are still read.
+  std::uint64_t version = kOpLatencyProfileVersion;
+  if (j.contains("version") && (j["version"] == 1 || j["version"] == 2)) version = j["version"].get<std::uint64_t>();
+  json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
+                     "transfer", "request_us", "request_tokens"},
+                 d, file);
+  json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", version,
+                    version == kOpLatencyProfileVersion ? ", 2 or 1" : "", d, file);
+  if (version < 2 && j.contains("request_us")) json_fail(file, d, "version 1 has no \"request_us\"");
+  if (version < 3 && j.contains("request_tokens")) {
+    json_fail(file, d, "version ", version, " has no \"request_tokens\" (version 3 has)");
   }
   OpGraphShape shape;
   const nlohmann::json& sj = json_object_member(j, "shape", d, file);
@@ -292,9 +326,22 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
       }
     }
   }
-  if (!v1) {
-    p.request_us = json_nonnegatives(json_member(j, "request_us", d, file), p.processors.size(), "\"request_us\"",
-                                     "one per processor count 1..processors", d, file);
+  if (version == 2) {
+    const std::vector<double> us = json_nonnegatives(json_member(j, "request_us", d, file), p.processors.size(),
+                                                     "\"request_us\"", "one per processor count 1..processors", d, file);
+    for (std::size_t k = 0; k < us.size(); ++k) p.request_us[k] = {us[k]};
+    p.request_measured = true;
+  } else if (version == 3) {
+    for (const std::uint64_t t : json_increasing(json_member(j, "request_tokens", d, file), "\"request_tokens\"", 1,
+                                                 kMaxDimension, d, file)) {
+      p.request_tokens.push_back(static_cast<std::size_t>(t));
+    }
+    const nlohmann::json& rows = json_array_of(json_member(j, "request_us", d, file), p.processors.size(),
+                                               "\"request_us\"", "one row per processor count 1..processors", d, file);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      p.request_us[k] = json_nonnegatives(rows[k], p.request_tokens.size(), concat("\"request_us\"[", k, "]"),
+                                          "one per request_tokens entry", d, file);
+    }
     p.request_measured = true;
   }
   return p;

@@ -11,7 +11,7 @@
 // clusters the cost is the consumer's cache misses and the hand-off's wake-up, both measured as a
 // delay by calibrate/op_latency_profiler.hpp). The prediction is the schedule's makespan plus the
 // request cost of the number of processors the mapping uses (the executor's driver: handing the
-// request over, waking the processors and itself; the profile's request_us).
+// request over, waking the processors and itself; the profile's request_us at the graph's length).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -54,7 +54,9 @@ struct OpCostTable {
     OpCostTable t;
     t.processors = p.processors.size();
     t.transfer = p.transfer;
-    if (p.request_measured) t.request_us = p.request_us;
+    if (p.request_measured) {  // at the graph's length
+      for (std::size_t k = 1; k <= t.processors; ++k) t.request_us.push_back(p.request_cost_us(k, g.shape.tokens));
+    }
     t.node_us.resize(g.size());
     for (std::size_t n = 0; n < g.size(); ++n) {
       t.node_us[n].resize(t.processors);
