@@ -82,7 +82,7 @@ inline IntSoftmaxParams int_softmax_params(float s, int output_bit) {
   const float act = torch_div_scalar(range, 32767.0);
   p.to16 = quant::dyadic_from_scale(1.0 / static_cast<double>(act), "int_softmax QuantAct(16)");
   // A 32-bit integer scaled by a power of two, far from the double range's ends: exact.
-  p.k = std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30));
+  p.k = static_cast<double>(p.to16.multiplier) * quant::pow2(30 - p.to16.shift);
   return p;
 }
 
@@ -310,9 +310,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
     if (full > 0) {
       B acc = B::load_unaligned(xr);
       for (std::size_t i = L; i < full; i += L) acc = xsimd::max(acc, B::load_unaligned(xr + i));
-      alignas(64) std::int32_t buf[L];
-      acc.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+      m = max_lane(acc);
     }
     for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
     for (std::size_t i = 0; i < cols; ++i) xd[i] = xr[i];
@@ -349,7 +347,6 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
   std::vector<float> q(cols);
   std::vector<std::int32_t> e(cols);
   const BF vscale(scale);
-  alignas(64) float buf[L];
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
     // The row's max and min: scale * x and the quantization below are monotonic in x, so the
@@ -362,10 +359,8 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
         vhi = xsimd::max(vhi, v);
         vlo = xsimd::min(vlo, v);
       }
-      vhi.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) hi = buf[j] > hi ? buf[j] : hi;
-      vlo.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) lo_x = buf[j] < lo_x ? buf[j] : lo_x;
+      hi = ibert::max_lane(vhi);
+      lo_x = -ibert::max_lane(-vlo);
     }
     for (std::size_t i = full; i < cols; ++i) {
       hi = xr[i] > hi ? xr[i] : hi;
