@@ -200,8 +200,9 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
 //   value; 2^-q scales exactly. So the float v is within E 2^-q, E = 2^-22 A K (1 + 2^-20), of
 //   the exact one (E ~ 0.015 for every s: A K ~ 1.85 x 32767), and its nearest integer y is the
 //   exact round(v) unless |v - y| + E 2^-q >= 1/2 (compared in floats: rounding is monotonic,
-//   so no lane that must be flagged escapes). Those lanes (~2 E 2^-q of the lanes at each q, a
-//   few per thousand in attention rows) are recomputed by the scalar reference, exact.
+//   so no lane that must be flagged escapes). A batch with such a lane (~2 E 2^-q of the lanes
+//   at each q: in the model's attention rows a few batches in a hundred, more in nearly flat
+//   rows) is redone in double lanes (int_softmax_e16_row, exact).
 template <class Arch>
 std::int64_t int_softmax_e16_row_float(const float* x, std::size_t n, float xmax, const IntSoftmaxParams& p,
                                        std::int32_t* e) {
@@ -221,9 +222,9 @@ std::int64_t int_softmax_e16_row_float(const float* x, std::size_t n, float xmax
   const BF vlo(30.0f * x0), vb(static_cast<float>(p.b_int)), vc(static_cast<float>(p.c_int));
   const BF vk(static_cast<float>(k)), vbound(bound), top(32767.0f);
   alignas(64) double xd[L], ed[L];
-  const std::size_t full = n - n % L;
-  for (std::size_t i = 0; i < full; i += L) {
-    const BF d = xsimd::max(BF::load_unaligned(x + i) - vmax, vlo);  // x - max, clamped at 30 x0_int
+  // e16 of the L integers src[0, L) into dst[0, L).
+  auto batch = [&](const float* src, std::int32_t* dst) {
+    const BF d = xsimd::max(BF::load_unaligned(src) - vmax, vlo);  // x - max, clamped at 30 x0_int
     BF q = (d * vinv + big) - big;  // nearest integer (|.| <= 31)
     BF r = d - vx0 * q;
     const auto high = r > zero;
@@ -234,17 +235,41 @@ std::int64_t int_softmax_e16_row_float(const float* x, std::size_t n, float xmax
     const BF p2 = xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23);
     const BF v = (z * vk) * p2;
     const BF y = (v + big) - big;  // nearest integer, ties to even (0 <= v < 2^22)
-    xsimd::to_int(xsimd::min(y, top)).store_unaligned(e + i);
+    BI e16 = xsimd::to_int(xsimd::min(y, top));
     if (xsimd::any(xsimd::abs(v - y) + vbound * p2 >= half)) {  // rare: see above
       // These L lanes again in double lanes (exact but for their own far rarer near-ties).
-      for (std::size_t j = 0; j < L; ++j) xd[j] = x[i + j];
+      for (std::size_t j = 0; j < L; ++j) xd[j] = src[j];
       int_softmax_e16_row<Arch>(xd, L, static_cast<double>(xmax), p, ed);
-      for (std::size_t j = 0; j < L; ++j) e[i + j] = static_cast<std::int32_t>(ed[j]);
+      for (std::size_t j = 0; j < L; ++j) dst[j] = static_cast<std::int32_t>(ed[j]);
+      e16 = BI::load_unaligned(dst);
     }
-  }
-  for (std::size_t i = full; i < n; ++i) e[i] = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
+    e16.store_unaligned(dst);
+    return e16;
+  };
+  // The sum in int32 lanes, carried into int64 every 2^16 - 1 batches (each adds <= 32767 a lane).
   std::int64_t sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum += e[i];
+  BI acc(0);
+  std::size_t batches = 0;
+  auto carry = [&] {
+    alignas(64) std::int32_t lanes[L];
+    acc.store_aligned(lanes);
+    for (std::size_t j = 0; j < L; ++j) sum += lanes[j];
+    acc = BI(0);
+    batches = 0;
+  };
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
+    acc += batch(x + i, e + i);
+    if (++batches == 65535) carry();
+  }
+  carry();
+  if (full < n) {  // the tail in a batch of its own, padded with its last element
+    alignas(64) float tail[L];
+    alignas(64) std::int32_t et[L];
+    for (std::size_t j = 0; j < L; ++j) tail[j] = x[full + j < n ? full + j : n - 1];
+    batch(tail, et);
+    for (std::size_t j = 0; j < n - full; ++j) sum += (e[full + j] = et[j]);
+  }
   return sum;
 }
 
