@@ -193,7 +193,7 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
 // - x - max, x0_int and b_int are exact in a float; q comes from the nearest integer to
 //   x (1 / x0_int) (relative error below 2^-22, so the floor or one above it, and r says which)
 //   and r = x - x0_int q is exact: |x0_int q| <= |x - max| + |x0_int| < 2^24; so is r + b_int.
-// - z = r (r + b_int) + c_int and v = z K 2^-q (K = m / 2^(k - 30), e16 = round(v)) are not
+// - z = r (r + b_int) + c_int and v = z K 2^-q (K = p.k, e16 = round(v)) are not
 //   exact. With A = c_int + |x0_int| (|x0_int| + b_int) >= c_int + |r (r + b_int)|, the float z
 //   (rounded c_int, product and sum, or one fused multiply-add) is within 2^-23 A (1 + 2^-24) of
 //   z <= A, and z K in floats (K rounded, one product) within 2^-22 A K (1 + 2^-22) of the exact
