@@ -95,9 +95,10 @@ function(stile_xsimd_sources out dir)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_SIZEOF_VOID_P EQUAL 8)
     set(_avx512 -mavx512f -mavx512cd -mavx512dq -mavx512bw -mfma)
     # GCC 12's avx512fintrin.h initializes _mm512_undefined_*() from itself, which its own
-    # -Wmaybe-uninitialized reports inside xsimd's AVX-512 kernels (GCC bug 105593, fixed in 13).
+    # -Wmaybe-uninitialized (and -Wuninitialized, where a kernel runs on a buffer of constant
+    # length) reports inside xsimd's AVX-512 kernels (GCC bug 105593, fixed in 13).
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-      list(APPEND _avx512 -Wno-maybe-uninitialized)
+      list(APPEND _avx512 -Wno-maybe-uninitialized -Wno-uninitialized)
     endif()
     set_source_files_properties("${dir}/stile_xsimd_avx2.cpp" PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
     set_source_files_properties("${dir}/stile_xsimd_avx512.cpp" PROPERTIES COMPILE_OPTIONS "${_avx512}")

@@ -77,6 +77,19 @@ inline SymmetricQuant symmetric_quant(float absmax, int bits) {
   return {torch_div_scalar(clamped, n), static_cast<std::int32_t>(-n), static_cast<std::int32_t>(n - 1)};
 }
 
+// The largest lane of v, by a tree over the lanes (log2 L dependent steps, not L: per-row
+// reductions of short rows are latency-bound).
+template <class T, class Arch>
+T max_lane(xsimd::batch<T, Arch> v) {
+  constexpr std::size_t L = xsimd::batch<T, Arch>::size;
+  alignas(64) T buf[L];
+  v.store_aligned(buf);
+  for (std::size_t w = L / 2; w > 0; w /= 2) {
+    for (std::size_t j = 0; j < w; ++j) buf[j] = buf[j + w] > buf[j] ? buf[j + w] : buf[j];
+  }
+  return buf[0];
+}
+
 // max |x[i]| over n floats (n >= 0); NaN inputs are the caller's problem.
 template <class Arch>
 float abs_max(const float* x, std::size_t n) {
@@ -89,9 +102,7 @@ float abs_max(const float* x, std::size_t n) {
   if (full > 0) {
     B acc(0.0f);
     for (std::size_t i = 0; i < full; i += L) acc = xsimd::max(acc, xsimd::abs(B::load_unaligned(x + i)));
-    alignas(64) float buf[L];
-    acc.store_aligned(buf);
-    for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+    m = max_lane(acc);
   }
   for (std::size_t i = full; i < n; ++i) m = std::fabs(x[i]) > m ? std::fabs(x[i]) : m;
   return m;

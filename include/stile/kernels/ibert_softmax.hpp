@@ -59,6 +59,7 @@ struct IntSoftmaxParams {
   std::int64_t b_int = 0;   // floor((0.96963238 / 0.35815147) / s)
   std::int64_t c_int = 0;   // floor((1 / 0.35815147) / s^2)
   quant::Dyadic to16;       // 1 / act, act = QuantAct(16)'s scale for the range [0, c_int 2^30]
+  double k = 0;             // m / 2^(shift - 30) of to16, exact: e16 = round(z k 2^-q)
   int output_bit = 8;
 };
 
@@ -80,6 +81,8 @@ inline IntSoftmaxParams int_softmax_params(float s, int output_bit) {
   const float range = static_cast<float>(p.c_int) * 0x1p30f;
   const float act = torch_div_scalar(range, 32767.0);
   p.to16 = quant::dyadic_from_scale(1.0 / static_cast<double>(act), "int_softmax QuantAct(16)");
+  // A 32-bit integer scaled by a power of two, far from the double range's ends: exact.
+  p.k = static_cast<double>(p.to16.multiplier) * quant::pow2(30 - p.to16.shift);
   return p;
 }
 
@@ -116,14 +119,14 @@ xsimd::batch<double, Arch> round_nonneg(xsimd::batch<double, Arch> v, xsimd::bat
   return (v + big) - big;
 }
 
-// The scalar reference of a whole row (x: integers held in doubles or floats): the vector paths
-// fallback.
-template <class T>
-std::int64_t int_softmax_e16_row_scalar(const T* x, std::size_t n, T xmax, const IntSoftmaxParams& p, double* e) {
+// The scalar reference of a whole row (x: integers held in doubles or floats; e: doubles or int32):
+// the vector paths' fallback.
+template <class T, class E>
+std::int64_t int_softmax_e16_row_scalar(const T* x, std::size_t n, T xmax, const IntSoftmaxParams& p, E* e) {
   std::int64_t sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
-    e[i] = v;
+    e[i] = static_cast<E>(v);
     sum += v;
   }
   return sum;
@@ -142,8 +145,7 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
   const double x0 = static_cast<double>(p.x0_int);
   const BD vx0(x0), vinv(1.0 / x0), vlo(30.0 * x0), vb(static_cast<double>(p.b_int)), vc(static_cast<double>(p.c_int));
   const BD vmax(xmax);
-  // m / 2^(k - 30): exact (a 32-bit integer scaled by a power of two, far from the double range's ends).
-  const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
+  const BD vm(p.k);
   const BD one(1.0), zero(0.0), top(32767.0), big(0x1p52), bias(0x1p52 + 1023.0), danger(0.5 - 0x1p-30);
   BD acc(0.0);
   xsimd::batch_bool<double, Arch> near_tie(false);
@@ -184,85 +186,89 @@ std::int64_t int_softmax_e16_row(const double* x, std::size_t n, double xmax, co
   return sum;
 }
 
-// Scratch of int_softmax_e16_row_narrow: four rows of n (float, float, double, double).
-struct IntSoftmaxScratch {
-  std::vector<float> r, p2;
-  std::vector<double> rd, p2d;
-  explicit IntSoftmaxScratch(std::size_t n) : r(n), p2(n), rd(n), p2d(n) {}
-};
-
-// int_softmax_e16_row for rows of 16-bit integers (|x - xmax| <= 2^17, held in floats) and
-// |x0_int| < 2^22 (s > 2^-21.5; the float wrapper's s >= 1e-6 gives |x0_int| <= 693100): the
-// steps up to r run in float lanes, twice as many as doubles. x - max and x0_int are exact in a
-// float; q comes from the nearest integer to x (1 / x0_int) (relative error below 2^-22, so the
-// floor or one above it, as in the double path) and r = x - x0_int q is exact: |x0_int q| <=
-// |x - max| + |x0_int| < 2^24. 2^-q is built in int32 lanes. r and 2^-q are widened to doubles
-// by a plain loop, and the rest is int_softmax_e16_row's double path. Same results.
+// int_softmax_e16_row for rows of 16-bit integers held in floats (|x - xmax| <= 2^17), all in
+// float lanes (twice as many as doubles), when |x0_int| < 2^22 and b_int < 2^24 (the float
+// wrapper's s >= 1e-6 gives |x0_int| <= 693100, b_int < 2^22); e16 as int32. Other rows go to the
+// scalar reference. Same results as the scalar reference, bit for bit:
+// - x - max, x0_int and b_int are exact in a float; q comes from the nearest integer to
+//   x (1 / x0_int) (relative error below 2^-22, so the floor or one above it, and r says which)
+//   and r = x - x0_int q is exact: |x0_int q| <= |x - max| + |x0_int| < 2^24; so is r + b_int.
+// - z = r (r + b_int) + c_int and v = z K 2^-q (K = p.k, e16 = round(v)) are not
+//   exact. With A = c_int + |x0_int| (|x0_int| + b_int) >= c_int + |r (r + b_int)|, the float z
+//   (rounded c_int, product and sum, or one fused multiply-add) is within 2^-23 A (1 + 2^-24) of
+//   z <= A, and z K in floats (K rounded, one product) within 2^-22 A K (1 + 2^-22) of the exact
+//   value; 2^-q scales exactly. So the float v is within E 2^-q, E = 2^-22 A K (1 + 2^-20), of
+//   the exact one (E ~ 0.015 for every s: A K ~ 1.85 x 32767), and its nearest integer y is the
+//   exact round(v) unless |v - y| + E 2^-q >= 1/2 (compared in floats: rounding is monotonic,
+//   so no lane that must be flagged escapes). A batch with such a lane (~2 E 2^-q of the lanes
+//   at each q: in the model's attention rows a few batches in a hundred, more in nearly flat
+//   rows) is redone in double lanes (int_softmax_e16_row, exact).
 template <class Arch>
-std::int64_t int_softmax_e16_row_narrow(const float* x, std::size_t n, float xmax, const IntSoftmaxParams& p,
-                                        IntSoftmaxScratch& sc, double* e) {
+std::int64_t int_softmax_e16_row_float(const float* x, std::size_t n, float xmax, const IntSoftmaxParams& p,
+                                       std::int32_t* e) {
   using BF = xsimd::batch<float, Arch>;
   using BI = xsimd::batch<std::int32_t, Arch>;
-  using BD = xsimd::batch<double, Arch>;
-  constexpr std::size_t LF = BF::size, LD = BD::size;
+  constexpr std::size_t L = BF::size;
+  constexpr std::int64_t x0_limit = std::int64_t{1} << 22, b_limit = std::int64_t{1} << 24;
+  if (p.x0_int <= -x0_limit || p.b_int >= b_limit) return int_softmax_e16_row_scalar(x, n, xmax, p, e);
   const float x0 = static_cast<float>(p.x0_int);
-  const BF vx0(x0), vinv(1.0f / x0), vmax(xmax), fzero(0.0f), fone(1.0f), fbig(0x1.8p23f);
+  const double k = p.k;
+  const double a = static_cast<double>(p.c_int) +
+                   static_cast<double>(-p.x0_int) * static_cast<double>(p.b_int - p.x0_int);
+  // E rounded up to a float (the factor 1 + 2^-20 covers the double and float roundings).
+  const float bound = static_cast<float>(a * k * 0x1p-22 * (1.0 + 0x1p-20) * (1.0 + 0x1p-20));
+  const BF vx0(x0), vinv(1.0f / x0), vmax(xmax), zero(0.0f), one(1.0f), half(0.5f), big(0x1.8p23f);
   // 30 x0_int: exact below 2^24; above, every x - max (>= -2^17) is above it however it rounds.
-  const BF vlo(30.0f * x0);
-  const std::size_t full_f = n - n % LF;
-  float* rr = sc.r.data();
-  float* pp = sc.p2.data();
-  for (std::size_t i = 0; i < full_f; i += LF) {
-    const BF d = xsimd::max(BF::load_unaligned(x + i) - vmax, vlo);
-    BF q = (d * vinv + fbig) - fbig;  // nearest integer (|.| <= 31 < 2^22)
+  const BF vlo(30.0f * x0), vb(static_cast<float>(p.b_int)), vc(static_cast<float>(p.c_int));
+  const BF vk(static_cast<float>(k)), vbound(bound), top(32767.0f);
+  alignas(64) double xd[L], ed[L];
+  // e16 of the L integers src[0, L) into dst[0, L).
+  auto batch = [&](const float* src, std::int32_t* dst) {
+    const BF d = xsimd::max(BF::load_unaligned(src) - vmax, vlo);  // x - max, clamped at 30 x0_int
+    BF q = (d * vinv + big) - big;  // nearest integer (|.| <= 31)
     BF r = d - vx0 * q;
-    const auto high = r > fzero;
-    q = xsimd::select(high, q - fone, q);
+    const auto high = r > zero;
+    q = xsimd::select(high, q - one, q);
     r = xsimd::select(high, r + vx0, r);
-    r.store_unaligned(rr + i);
+    const BF z = xsimd::max(r * (r + vb) + vc, zero);
     // 2^-q: the biased exponent 127 - q shifted into a float's exponent field.
-    xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23).store_unaligned(pp + i);
-  }
-  for (std::size_t i = full_f; i < n; ++i) {
-    // The same steps one element at a time (int64: q and r exactly).
-    std::int64_t d = static_cast<std::int64_t>(x[i] - xmax);
-    const std::int64_t lo = 30 * p.x0_int;
-    d = d > lo ? d : lo;
-    const std::int64_t q = d / p.x0_int;
-    rr[i] = static_cast<float>(d - p.x0_int * q);
-    pp[i] = std::ldexp(1.0f, -static_cast<int>(q));
-  }
-  double* rd = sc.rd.data();
-  double* pd = sc.p2d.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    rd[i] = rr[i];
-    pd[i] = pp[i];
-  }
-  const BD vb(static_cast<double>(p.b_int)), vc(static_cast<double>(p.c_int)), zero(0.0), top(32767.0), big(0x1p52),
-      danger(0.5 - 0x1p-30);
-  const BD vm(std::ldexp(static_cast<double>(p.to16.multiplier), -(p.to16.shift - 30)));
-  BD acc(0.0);
-  xsimd::batch_bool<double, Arch> near_tie(false);
-  alignas(64) double buf[LD];
-  const std::size_t full_d = n - n % LD;
-  for (std::size_t i = 0; i < full_d; i += LD) {
-    const BD r = BD::load_unaligned(rd + i);
-    const BD z = xsimd::max(r * (r + vb) + vc, zero);
-    const BD v = (z * vm) * BD::load_unaligned(pd + i);
-    const BD y = round_nonneg(v, big);
-    near_tie = near_tie | (xsimd::abs(v - y) > danger);
-    const BD ym = xsimd::min(y, top);
-    ym.store_unaligned(e + i);
-    acc += ym;
-  }
-  if (xsimd::any(near_tie)) return int_softmax_e16_row_scalar(x, n, xmax, p, e);  // rare: see above
-  acc.store_aligned(buf);
+    const BF p2 = xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23);
+    const BF v = (z * vk) * p2;
+    const BF y = (v + big) - big;  // nearest integer, ties to even (0 <= v < 2^22)
+    BI e16 = xsimd::to_int(xsimd::min(y, top));
+    if (xsimd::any(xsimd::abs(v - y) + vbound * p2 >= half)) {  // rare: see above
+      // These L lanes again in double lanes (exact but for their own far rarer near-ties).
+      for (std::size_t j = 0; j < L; ++j) xd[j] = src[j];
+      int_softmax_e16_row<Arch>(xd, L, static_cast<double>(xmax), p, ed);
+      for (std::size_t j = 0; j < L; ++j) dst[j] = static_cast<std::int32_t>(ed[j]);
+      e16 = BI::load_unaligned(dst);
+    }
+    e16.store_unaligned(dst);
+    return e16;
+  };
+  // The sum in int32 lanes, carried into int64 every 2^16 - 1 batches (each adds <= 32767 a lane).
   std::int64_t sum = 0;
-  for (std::size_t j = 0; j < LD; ++j) sum += static_cast<std::int64_t>(buf[j]);
-  for (std::size_t i = full_d; i < n; ++i) {
-    const std::int32_t v = int_softmax_exp16(static_cast<std::int64_t>(x[i] - xmax), p);
-    e[i] = v;
-    sum += v;
+  BI acc(0);
+  std::size_t batches = 0;
+  auto carry = [&] {
+    alignas(64) std::int32_t lanes[L];
+    acc.store_aligned(lanes);
+    for (std::size_t j = 0; j < L; ++j) sum += lanes[j];
+    acc = BI(0);
+    batches = 0;
+  };
+  const std::size_t full = n - n % L;
+  for (std::size_t i = 0; i < full; i += L) {
+    acc += batch(x + i, e + i);
+    if (++batches == 65535) carry();
+  }
+  carry();
+  if (full < n) {  // the tail in a batch of its own, padded with its last element
+    alignas(64) float tail[L];
+    alignas(64) std::int32_t et[L];
+    for (std::size_t j = 0; j < L; ++j) tail[j] = x[full + j < n ? full + j : n - 1];
+    batch(tail, et);
+    for (std::size_t j = 0; j < n - full; ++j) sum += (e[full + j] = et[j]);
   }
   return sum;
 }
@@ -286,6 +292,30 @@ void int_softmax_normalize_row(double* e, std::size_t n, std::int64_t sum, const
   for (std::size_t i = full; i < n; ++i) e[i] = std::floor((e[i] * f) * down);
 }
 
+// out[i] = floor(e[i] factor / 2^(32 - output_bit)) / 2^output_bit (the output dequantized),
+// factor = floor(2^32 / sum) as int_softmax_normalize computes it, in int32 lanes: with factor =
+// 2^8 fh + fl (fl < 2^8), floor(e factor / 2^sh) = floor((e fh + floor(e fl / 2^8)) / 2^(sh - 8)),
+// and for e < 2^15, factor < 2^24 every term is below 2^31 (a row's sum is at least its max's
+// e16, 32767, so factor < 2^17.1; a larger one takes the scalar reference). @pre sum > 0,
+// 0 <= e[i] <= 32767.
+template <class Arch>
+void int_softmax_normalize_dequant(const std::int32_t* e, std::size_t n, std::int64_t sum, const IntSoftmaxParams& p,
+                                   float* out) {
+  using BI = xsimd::batch<std::int32_t, Arch>;
+  constexpr std::size_t L = BI::size;
+  const std::int64_t factor = floor_to_int64(torch_rdiv(0x1p32, static_cast<float>(sum)), "int_softmax factor");
+  const int sh = 32 - p.output_bit;
+  const float down = 1.0f / static_cast<float>(1 << p.output_bit);
+  const std::size_t full = factor < (std::int64_t{1} << 24) ? n - n % L : 0;
+  const BI fh(static_cast<std::int32_t>(factor >> 8)), fl(static_cast<std::int32_t>(factor & 255));
+  for (std::size_t i = 0; i < full; i += L) {
+    const BI v = BI::load_unaligned(e + i);
+    const BI w = (v * fh + ((v * fl) >> 8)) >> (sh - 8);
+    (xsimd::to_float(w) * down).store_unaligned(out + i);
+  }
+  for (std::size_t i = full; i < n; ++i) out[i] = static_cast<float>(floor_shift(e[i] * factor, sh)) * down;
+}
+
 // y = IntSoftmax(x) per row: x is rows x cols int32 with row stride ld_x, y rows x cols with
 // row stride ld_y (may be the same array as x: each row is read before it is written). Returns the
 // output scaling factor 1 / 2^output_bit (I-BERT's attention uses output_bit = 8).
@@ -305,9 +335,7 @@ float int_softmax_rows(const std::int32_t* x, std::size_t rows, std::size_t cols
     if (full > 0) {
       B acc = B::load_unaligned(xr);
       for (std::size_t i = L; i < full; i += L) acc = xsimd::max(acc, B::load_unaligned(xr + i));
-      alignas(64) std::int32_t buf[L];
-      acc.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+      m = max_lane(acc);
     }
     for (std::size_t i = full; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
     for (std::size_t i = 0; i < cols; ++i) xd[i] = xr[i];
@@ -342,62 +370,48 @@ void softmax_integer_rows(float* x, std::size_t rows, std::size_t cols, std::siz
   const std::size_t full = cols - cols % L;
   // Scratch for one row, allocated once per call: the 16-bit integers (as floats: exact) and e16.
   std::vector<float> q(cols);
-  std::vector<double> e(cols);
-  ibert::IntSoftmaxScratch scratch(cols);
+  std::vector<std::int32_t> e(cols);
   const BF vscale(scale);
-  alignas(64) float buf[L];
   for (std::size_t r = 0; r < rows; ++r) {
     float* xr = x + r * ld;
-    // max |scale x| (the same float products the quantization below rounds).
-    float amax = 0.0f;
+    // The row's max and min: scale * x and the quantization below are monotonic in x, so the
+    // extremes of scale * x are scale times these, and the max of the integers is their max's.
+    float hi = xr[0], lo_x = xr[0];
     if (full > 0) {
-      BF acc(0.0f);
-      for (std::size_t i = 0; i < full; i += L) acc = xsimd::max(acc, xsimd::abs(BF::load_unaligned(xr + i) * vscale));
-      acc.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) amax = buf[j] > amax ? buf[j] : amax;
+      BF vhi = BF::load_unaligned(xr), vlo = vhi;
+      for (std::size_t i = L; i < full; i += L) {
+        const BF v = BF::load_unaligned(xr + i);
+        vhi = xsimd::max(vhi, v);
+        vlo = xsimd::min(vlo, v);
+      }
+      hi = ibert::max_lane(vhi);
+      lo_x = -ibert::max_lane(-vlo);
     }
     for (std::size_t i = full; i < cols; ++i) {
-      const float a = std::fabs(xr[i] * scale);
-      amax = a > amax ? a : amax;
+      hi = xr[i] > hi ? xr[i] : hi;
+      lo_x = xr[i] < lo_x ? xr[i] : lo_x;
     }
-    ibert::SymmetricQuant qp = ibert::symmetric_quant(amax, 16);
+    const float top = hi * scale, bottom = lo_x * scale;
+    ibert::SymmetricQuant qp = ibert::symmetric_quant(std::fmax(std::fabs(top), std::fabs(bottom)), 16);
     // A row that is (nearly) flat: its 16-bit step would be below 1e-6 and the constants c / s^2
     // would grow past 48 bits; a step of 1e-6 still resolves every difference that matters to exp.
     if (qp.scale < 1e-6f) qp.scale = 1e-6f;
-    // quantize_symmetric on scale * x, in float lanes (the integers are below 2^16: exact), and
-    // the row max of the integers.
+    // quantize_symmetric on scale * x, in float lanes (the integers are below 2^16: exact).
     const float inv = 1.0f / qp.scale;
-    const float lo = static_cast<float>(qp.lo), hi = static_cast<float>(qp.hi);
-    float m = lo;
-    if (full > 0) {
-      BF vm(lo);
-      for (std::size_t i = 0; i < full; i += L) {
-        // nearbyint_as_int: quantize_symmetric's rounding (one instruction; |v| <= 32768 here).
-        const BF v = xsimd::to_float(xsimd::nearbyint_as_int((BF::load_unaligned(xr + i) * vscale) * BF(inv)));
-        const BF c = xsimd::min(xsimd::max(v, BF(lo)), BF(hi));
-        c.store_unaligned(q.data() + i);
-        vm = xsimd::max(vm, c);
-      }
-      vm.store_aligned(buf);
-      for (std::size_t j = 0; j < L; ++j) m = buf[j] > m ? buf[j] : m;
+    const float lo = static_cast<float>(qp.lo), hi_q = static_cast<float>(qp.hi);
+    auto quantize = [&](float v) {
+      const float t = std::nearbyint(v * inv);
+      return t < lo ? lo : t > hi_q ? hi_q : t;
+    };
+    for (std::size_t i = 0; i < full; i += L) {
+      // nearbyint_as_int: quantize_symmetric's rounding (one instruction; |v| <= 32768 here).
+      const BF v = xsimd::to_float(xsimd::nearbyint_as_int((BF::load_unaligned(xr + i) * vscale) * BF(inv)));
+      xsimd::min(xsimd::max(v, BF(lo)), BF(hi_q)).store_unaligned(q.data() + i);
     }
-    for (std::size_t i = full; i < cols; ++i) {
-      const float v = std::nearbyint((xr[i] * scale) * inv);
-      q[i] = v < lo ? lo : v > hi ? hi : v;
-      m = q[i] > m ? q[i] : m;
-    }
+    for (std::size_t i = full; i < cols; ++i) q[i] = quantize(xr[i] * scale);
     const ibert::IntSoftmaxParams p = ibert::int_softmax_params(qp.scale, 8);
-    std::int64_t sum = 0;
-    if (p.x0_int > -(std::int64_t{1} << 22)) {
-      sum = ibert::int_softmax_e16_row_narrow<Arch>(q.data(), cols, m, p, scratch, e.data());
-    } else {
-      double* qd = scratch.rd.data();
-      for (std::size_t i = 0; i < cols; ++i) qd[i] = q[i];
-      sum = ibert::int_softmax_e16_row<Arch>(qd, cols, m, p, e.data());
-    }
-    ibert::int_softmax_normalize_row<Arch>(e.data(), cols, sum, p);
-    // The 8-bit output dequantized: out / 2^8, exact in floats.
-    for (std::size_t i = 0; i < cols; ++i) xr[i] = static_cast<float>(e[i]) * (1.0f / 256.0f);
+    const std::int64_t sum = ibert::int_softmax_e16_row_float<Arch>(q.data(), cols, quantize(top), p, e.data());
+    ibert::int_softmax_normalize_dequant<Arch>(e.data(), cols, sum, p, xr);
   }
 }
 

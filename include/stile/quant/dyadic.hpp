@@ -9,6 +9,7 @@
 // (torch.round); that product is exact only while |z| * m < 2^53. Here it is formed in 128-bit
 // integers, so the result is the exact round-half-to-even of z * m / 2^e for every int32 or int64
 // z: identical to the reference wherever the reference is exact.
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,12 @@ inline void check_scale(double scale, const char* name) {
   if (!(scale > 0.0) || !std::isfinite(scale)) detail::xsimd_kernel_scale_error(name, scale);
 }
 
+// 2^e as a double, exactly (-1022 <= e <= 1023: checked), without a call to ldexp.
+inline double pow2(int e) {
+  if (e < -1022 || e > 1023) detail::xsimd_kernel_range_error("pow2 exponent", e);
+  return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+}
+
 // batch_frexp(max_bit = 31): frexp gives scale = f * 2^k with f in [0.5, 1); the multiplier is
 // f * 2^31 rounded half up (the reference's Decimal ROUND_HALF_UP; f * 2^31 is exact in double,
 // and adding 0.5 is exact at that magnitude, so floor(f * 2^31 + 0.5) is that rounding), the shift
@@ -46,7 +53,7 @@ inline Dyadic dyadic_from_scale(double scale, const char* name) {
   int k = 0;
   const double f = std::frexp(scale, &k);
   Dyadic d;
-  d.multiplier = static_cast<std::int64_t>(std::floor(std::ldexp(f, 31) + 0.5));
+  d.multiplier = static_cast<std::int64_t>(std::floor(f * 0x1p31 + 0.5));
   d.shift = 31 - k;
   return d;
 }
