@@ -14,7 +14,7 @@
 //     makespan's growth per microsecond of hand-off).
 //
 // Each is fitted at every sequence length the runs use, since the request cost grows with the
-// request (one cost fitted at 128 tokens over-predicted 32-token requests by ~10%): request(1) at a
+// request (one cost fitted at 128 tokens over-predicted 32-token requests): request(1) at a
 // length is the median residual of the first kind at that length; request(2) at each length and h
 // of the first pair by least squares on the second kind (one h, an intercept per length); a later
 // pair's h with request(2) fixed. Costs are clamped at 0; more than two processors in use get

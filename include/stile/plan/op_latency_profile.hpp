@@ -30,9 +30,8 @@
 // uses k processors costs per request beyond its nodes and transfers (the driver's hand-over, the
 // processors' wake-ups, the driver's own wake-up; fitted on executed mappings by
 // calibrate/request_cost_profiler.hpp), one row per processor count 1..processors, interpolated
-// over request_tokens as a node's latency over tokens (it depends on the length: on machine E,
-// docs/results.md, 0 at 32 tokens and ~0.5 ms at 128; one cost for all over-predicted short
-// requests by ~10%). Older files are read and written back as they were, and the tools
+// over request_tokens as a node's latency over tokens (it depends on the length, and one cost for
+// all lengths over-predicted short requests: docs/results.md, issue 19). Older files are read and written back as they were, and the tools
 // print request_cost_note(): version 1 has no request cost (request_measured false, every cost 0);
 // version 2 has one per processor count, "request_us": [12.0, 180.0], the same at every length
 // (request_tokens empty), which over-predicts short requests.
