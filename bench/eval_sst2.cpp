@@ -84,6 +84,11 @@ std::size_t shard_count(const stile::SubmodelPlan& p) {
   return n;
 }
 
+// The bytes of one stored version (what the preload buffer holds of it).
+std::size_t version_bytes(const stile::ShardStore& store, const stile::ShardKey& k) {
+  return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size);
+}
+
 // Which versions the engine's preload buffer holds when a request starts.
 using HeldVersions = std::function<bool(const stile::ShardKey&)>;
 
@@ -132,9 +137,8 @@ std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& 
     const std::size_t reads = stile::plan_word_row_reads(store, 4096, cache.missing_ids(e.input_ids)).size();
     plans.push_back(m.plan(e, reads, target_ms, held));
     cache.record(e.input_ids);
-    preloaded = stile::preload_set(plans.back(), m.preload_bytes, [&store](const stile::ShardKey& k) {
-      return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size);
-    });
+    preloaded = stile::preload_set(plans.back(), m.preload_bytes,
+                                   [&store](const stile::ShardKey& k) { return version_bytes(store, k); });
   }
   return plans;
 }
@@ -190,7 +194,7 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
     for (const auto& p : plans) {
       std::size_t b = 0;
       for (std::size_t l = 0; l < p.layers.size(); ++l) {
-        for (const auto& ch : p.layers[l]) b += c.store->version_info(l, ch.shard, ch.bits).size;
+        for (const auto& ch : p.layers[l]) b += version_bytes(*c.store, {l, ch.shard, ch.bits});
       }
       bytes = std::max(bytes, b);
     }
@@ -285,9 +289,7 @@ int main(int argc, char** argv) {
         stile::layer_io_model(profile, [&](std::size_t l, std::span<const stile::ShardChoice> v) {
           return stile::contiguous_reads(store, l, v, stile::read_backend_detail::kDirectAlignment);
         });
-    const auto exact = [&](const stile::ShardKey& k) {
-      return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size);
-    };
+    const auto exact = [&](const stile::ShardKey& k) { return version_bytes(store, k); };
     const auto shape_accuracy = heads.shape_accuracy();
     const auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
       return [&, budget, upgrade_order](const stile::Encoding& e, std::size_t rows, double t, const HeldVersions& held) {
