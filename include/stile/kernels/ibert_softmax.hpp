@@ -235,14 +235,14 @@ std::int64_t int_softmax_e16_row_float(const float* x, std::size_t n, float xmax
     const BF p2 = xsimd::bitwise_cast<BF>((BI(127) - xsimd::to_int(q)) << 23);
     const BF v = (z * vk) * p2;
     const BF y = (v + big) - big;  // nearest integer, ties to even (0 <= v < 2^22)
-    BI e16 = xsimd::to_int(xsimd::min(y, top));
     if (xsimd::any(xsimd::abs(v - y) + vbound * p2 >= half)) {  // rare: see above
       // These L lanes again in double lanes (exact but for their own far rarer near-ties).
       for (std::size_t j = 0; j < L; ++j) xd[j] = src[j];
       int_softmax_e16_row<Arch>(xd, L, static_cast<double>(xmax), p, ed);
       for (std::size_t j = 0; j < L; ++j) dst[j] = static_cast<std::int32_t>(ed[j]);
-      e16 = BI::load_unaligned(dst);
+      return BI::load_unaligned(dst);
     }
+    const BI e16 = xsimd::to_int(xsimd::min(y, top));
     e16.store_unaligned(dst);
     return e16;
   };
