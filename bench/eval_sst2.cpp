@@ -65,6 +65,7 @@
 #include "stile/calibrate/sst2.hpp"
 #include "stile/plan/baselines.hpp"
 #include "stile/plan/importance.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/planner.hpp"
 
 namespace fs = std::filesystem;
@@ -117,6 +118,7 @@ struct Context {
   std::vector<stile::Encoding> dev;
   std::vector<std::size_t> labels;
   std::string storage;
+  stile::LayerIoTime layer_io;  // the engine's reads: one request per contiguous run of versions
 };
 
 // The method's plans for `requests` sent in this order to one engine: its word-row cache and its
@@ -124,8 +126,10 @@ struct Context {
 // still reads and the versions the buffer holds (after a request the engine keeps the plan's
 // first versions that fit its budget: Engine::run(tokens, plan)). Planning every request as if
 // its own preload set were held overran T whenever consecutive requests differ in shape.
+// `held_before` (optional): for each request, the versions the buffer holds when it starts.
 std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& m,
-                                                std::span<const stile::Encoding> requests, double target_ms) {
+                                                std::span<const stile::Encoding> requests, double target_ms,
+                                                std::vector<std::set<stile::ShardKey>>* held_before = nullptr) {
   const stile::ShardStore& store = *c.store;
   stile::WordRowCache cache(m.word_cache_bytes,
                             [&store](std::int32_t id) { return store.word_row_extent(std::size_t(id)).size; });
@@ -136,6 +140,7 @@ std::vector<stile::SubmodelPlan> plans_in_order(const Context& c, const Method& 
     // The engine's reads are O_DIRECT (4096-byte blocks); rows near each other share one.
     const std::size_t reads = stile::plan_word_row_reads(store, 4096, cache.missing_ids(e.input_ids)).size();
     plans.push_back(m.plan(e, reads, target_ms, held));
+    if (held_before != nullptr) held_before->push_back(preloaded);
     cache.record(e.input_ids);
     preloaded = stile::preload_set(plans.back(), m.preload_bytes,
                                    [&store](const stile::ShardKey& k) { return version_bytes(store, k); });
@@ -175,6 +180,10 @@ double accuracy(const Context& c, const Method& m, double target_ms, std::size_t
 
 struct Latency {
   double median = 0, p95 = 0, within = 0;           // within: fraction of runs <= T
+  // The layers' measured compute / the planner's estimate of it (the profile's T_comp and T_comp'
+  // on the plan, with the buffer's versions as replayed): median and 90% quantile over the runs;
+  // NaN for the methods that preload whole plans (the replay does not model their buffer).
+  double compute_ratio = NAN, compute_ratio_p90 = NAN;
   std::size_t held = 0, working = 0, resident = 0;  // bytes
 };
 
@@ -187,7 +196,8 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
   // The first request fills the buffers; then the first `runs` dev sentences.
   std::vector<stile::Encoding> requests{c.dev[0]};
   requests.insert(requests.end(), c.dev.begin(), c.dev.begin() + static_cast<std::ptrdiff_t>(runs));
-  const std::vector<stile::SubmodelPlan> plans = plans_in_order(c, m, requests, target_ms);
+  std::vector<std::set<stile::ShardKey>> held_before;
+  const std::vector<stile::SubmodelPlan> plans = plans_in_order(c, m, requests, target_ms, &held_before);
   options.preload_bytes = m.preload_bytes;
   if (m.preload_whole_plan) {
     std::size_t bytes = 0;  // the largest plan of the runs, whole
@@ -202,18 +212,30 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
   }
   stile::Engine engine(c.store_path, options);
   Latency out;
-  std::vector<double> ms;
+  std::vector<double> ms, compute_ratios;
   std::size_t word_rows = 0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const stile::EngineResult r = engine.run(requests[i], plans[i]);
     if (i == 0) continue;  // filled the buffers
     ms.push_back(r.timeline.total_ms);
+    if (!m.preload_whole_plan) {
+      const std::size_t slots = m.mode == stile::PipelineMode::load_then_execute
+                                    ? std::max<std::size_t>(plans[i].layers.size(), 1)
+                                    : stile::EngineOptions{}.layers_in_flight;
+      const double estimated =
+          stile::estimate_pipeline(*c.profile, plans[i], requests[i].size(), slots, held_before[i], c.layer_io).compute_ms;
+      if (estimated > 0) compute_ratios.push_back(r.timeline.compute_ms() / estimated);
+    }
     out.working = std::max(out.working, r.working_buffer_bytes);
     out.held = std::max(out.held, r.preload_held_bytes + r.word_cache_held_bytes);
     word_rows = std::max(word_rows, r.timeline.embed_bytes_read);
   }
   out.median = percentile(ms, 0.5);
   out.p95 = percentile(ms, 0.95);
+  if (!compute_ratios.empty()) {
+    out.compute_ratio = percentile(compute_ratios, 0.5);
+    out.compute_ratio_p90 = percentile(compute_ratios, 0.9);
+  }
   out.within = static_cast<double>(std::count_if(ms.begin(), ms.end(), [&](double x) { return x <= target_ms; })) /
                static_cast<double>(ms.size());
   out.resident = engine.resident_bytes() + word_rows;
@@ -272,7 +294,7 @@ int main(int argc, char** argv) {
     const stile::LabeledSentences dev_rows = stile::read_glue_tsv(sst2_dir / "dev.tsv");
     const stile::WordPieceTokenizer tokenizer(stile::Vocab::parse(store.read_vocab(), store.name()),
                                               stile::WordPieceOptions{.max_length = 256});
-    Context c{store_path, &store, &profile, &heads, heads_path, &importance, &bert, {}, dev_rows.labels, storage};
+    Context c{store_path, &store, &profile, &heads, heads_path, &importance, &bert, {}, dev_rows.labels, storage, {}};
     for (const std::string& s : dev_rows.sentences) c.dev.push_back(tokenizer.encode(s));
     stile::require(runs <= c.dev.size(), "eval_sst2: --runs is larger than dev");
 
@@ -289,6 +311,7 @@ int main(int argc, char** argv) {
         stile::layer_io_model(profile, [&](std::size_t l, std::span<const stile::ShardChoice> v) {
           return stile::contiguous_reads(store, l, v, stile::read_backend_detail::kDirectAlignment);
         });
+    c.layer_io = layer_io;
     const auto exact = [&](const stile::ShardKey& k) { return version_bytes(store, k); };
     const auto shape_accuracy = heads.shape_accuracy();
     const auto ours = [&](std::size_t budget, stile::ImportanceOrder upgrade_order = {}) {
@@ -386,10 +409,11 @@ int main(int argc, char** argv) {
         const Latency lat = latency(c, m, t, runs);
         bar.update(++done, steps);
         lines.push_back(fmt::format(
-            "| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% |", t,
+            "| {:>5.0f} | {:<15} | {:>5} | {}x{:<3} | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} | {:4.0f}% | {:>5} |", t,
             m.name, std::isnan(acc) ? std::string("-") : fmt::format("{:.1f}", acc), layers,
             fmt::format("{:.1f}", static_cast<double>(shards) / static_cast<double>(std::max<std::size_t>(layers, 1))),
-            lat.held / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95, 100 * lat.within));
+            lat.held / 1e6, lat.working / 1e6, lat.resident / 1e6, lat.median, lat.p95, 100 * lat.within,
+            std::isnan(lat.compute_ratio) ? std::string("-") : fmt::format("{:.2f}", lat.compute_ratio)));
         report["results"].push_back({{"target_ms", t},
                                      {"method", m.name},
                                      {"accuracy", acc},
@@ -400,16 +424,18 @@ int main(int argc, char** argv) {
                                      {"resident_bytes", lat.resident},
                                      {"median_ms", lat.median},
                                      {"p95_ms", lat.p95},
-                                     {"within_target", lat.within}});
+                                     {"within_target", lat.within},
+                                     {"compute_vs_estimate_median", lat.compute_ratio},
+                                     {"compute_vs_estimate_p90", lat.compute_ratio_p90}});
       }
     }
     fmt::print(
         "| T ms  | method          | acc % | n x m    | held MB | working MB | resident MB | median ms | p95 ms | <= T "
-        "|\n");
-    fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+        "| compute / est |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& l : lines) fmt::print("{}\n", l);
     fmt::print(
-        "|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |\n",
+        "|     - | gold            | {:>5} | {}x{}     | {:7.2f} | {:7.2f} | {:7.2f} | {:7.1f} | {:7.1f} |    - |     - |\n",
         std::isnan(gold_accuracy) ? std::string("-") : fmt::format("{:.1f}", gold_accuracy), gl,
         gs / std::max<std::size_t>(gl, 1), gold_latency.held / 1e6, gold_latency.working / 1e6,
         gold_latency.resident / 1e6, gold_latency.median, gold_latency.p95);

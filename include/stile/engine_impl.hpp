@@ -395,6 +395,16 @@ class EngineCore {
 
     const std::size_t n = plan.layers.size();
     const std::size_t slots = slots_for(n);
+    std::set<ShardKey> in_use;
+    for (std::size_t l = 0; l < n; ++l) {
+      for (const ShardChoice& ch : plan.layers[l]) in_use.insert({l, ch.shard, ch.bits});
+    }
+    preload_.begin_request(wanted, in_use);
+    struct EndRequest {  // also when the request fails: the buffer then holds only checked versions
+      PreloadBuffer& buffer;
+      const std::set<ShardKey>& wanted;
+      ~EndRequest() { buffer.end_request(wanted); }
+    } end_request{preload_, wanted};
     // What each layer reads: the preload buffer only gains versions of the layer being loaded
     // during the request (insert never evicts), so this stays true until that layer's load.
     std::vector<std::vector<ShardChoice>> missing(n);
@@ -433,7 +443,7 @@ class EngineCore {
       compute_->run(c, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
     };
     LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
-    preload_.retain_only(wanted);
+    preload_.end_request(wanted);
 
     result.embedding.resize(d);
     pool_tokens(hidden, len, d, options_.pooling, result.embedding);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "stile/model/heads_file.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
+#include "stile/pipeline/preload_buffer.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
@@ -214,6 +216,24 @@ TEST_CASE("the preload buffer keeps the first shards, evicts from the top down, 
   CHECK(warm.timeline.layers[0].shards_read == 0);
   CHECK(warm.timeline.layers[0].shards_preloaded == 12);
   CHECK(max_abs_diff(warm.embedding, expected) <= 1e-6f);
+
+  // A request of another plan, with the buffer full of this one's versions, leaves the buffer
+  // holding its own preload set, so that the next such request reads only the rest.
+  stile::SubmodelPlan other = plan;
+  other.layers[0].resize(6);  // half of layer 0: the buffer's other half of it is not used, so goes
+  const std::set<stile::ShardKey> other_set = stile::preload_set(
+      other, engine.options().preload_bytes,
+      [&](const stile::ShardKey& k) { return static_cast<std::size_t>(store.version_info(k.layer, k.shard, k.bits).size); });
+  const std::set<stile::ShardKey> held_set(held.begin(), held.end());
+  REQUIRE(std::any_of(other_set.begin(), other_set.end(),  // more of layer 2 than the buffer holds
+                      [&](const stile::ShardKey& k) { return held_set.count(k) == 0; }));
+  engine.run(e, other);
+  const std::vector<stile::ShardKey> now = engine.preloaded();
+  CHECK(std::set<stile::ShardKey>(now.begin(), now.end()) == other_set);
+  CHECK(engine.preload_held_bytes() <= engine.options().preload_bytes);
+  CHECK(engine.run(e, other).timeline.shards_read() == 66 - other_set.size());  // 6 + 5 x 12 versions
+
+  engine.run(e, plan);  // back to the first plan's buffer
 
   engine.set_preload_budget(layer_bytes);  // one layer: the top layers go first
   const std::vector<stile::ShardKey> kept = engine.preloaded();

@@ -224,6 +224,28 @@ TEST_CASE("the preload buffer evicts from the top layers down", "[pipeline]") {
   CHECK(buffer.find({0, 1, 4}) == nullptr);
 }
 
+TEST_CASE("during a request the versions it drops at its end do not count against the budget", "[pipeline]") {
+  stile::PreloadBuffer buffer(3000);
+  const std::vector<std::byte> bytes(1000, std::byte{7});
+  const auto view = [](std::span<const std::byte>) { return stile::ShardView{}; };
+  for (std::size_t s = 0; s < 3; ++s) CHECK(buffer.insert({0, s, 4}, bytes, view));  // the last request's
+  CHECK_FALSE(buffer.insert({0, 0, 6}, bytes, view));                                 // full
+  // The next request keeps {0,0,6}, {0,1,6} and {0,1,4}; it still computes on {0,2,4};
+  // {0,0,4} it neither keeps nor uses.
+  const std::set<stile::ShardKey> keep{{0, 0, 6}, {0, 1, 6}, {0, 1, 4}};
+  buffer.begin_request(keep, {{0, 1, 4}, {0, 2, 4}, {0, 0, 6}, {0, 1, 6}});
+  CHECK(buffer.find({0, 0, 4}) == nullptr);
+  CHECK(buffer.find({0, 2, 4}) != nullptr);  // still in use
+  CHECK(buffer.insert({0, 0, 6}, bytes, view));
+  CHECK(buffer.insert({0, 1, 6}, bytes, view));
+  CHECK(buffer.held_bytes() == 4000);  // the budget plus the leaving {0,2,4}
+  CHECK_FALSE(buffer.insert({1, 0, 4}, bytes, view));  // beyond what is kept: still refused
+  buffer.end_request(keep);
+  CHECK(buffer.keys() == std::vector<stile::ShardKey>{{0, 0, 6}, {0, 1, 4}, {0, 1, 6}});
+  CHECK(buffer.held_bytes() == 3000);
+  CHECK_FALSE(buffer.insert({1, 0, 4}, bytes, view));  // between requests the budget is whole again
+}
+
 TEST_CASE("the preload set is the plan's first shards in layer order that fit", "[pipeline]") {
   const stile::SubmodelPlan plan{{{{2, 4}, {0, 4}}, {{1, 32}, {0, 4}}}};
   const auto bytes = [](const stile::ShardKey& k) { return k.bits == 32 ? std::size_t{8} : std::size_t{1}; };

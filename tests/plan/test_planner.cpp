@@ -503,30 +503,39 @@ TEST_CASE("planner: the working-buffer slots: IO cannot run ahead of them", "[pl
   CHECK(three.meets_target);
 }
 
-TEST_CASE("planner: a layer that waits for its read is costed at T_comp', one that does not at T_comp",
+TEST_CASE("planner: a layer on versions read ahead is costed at T_comp, every other layer at T_comp'",
           "[plan][planner]") {
-  // 3 x 1, IO 10 ms per shard, T_comp 4 ms, T_comp' 6 ms (after a read), 2 slots. With layer 1
-  // preloaded: layer 0 reads 0..10 and computes after its read, 10..16; layer 1 needs no read and
-  // follows at once, 16..20 (T_comp); layer 2's read waits for layer 0's slot (16..26) and its
-  // compute for the read: 26..32 (T_comp').
+  // 3 x 1, IO 10 ms per shard, T_comp 4 ms, T_comp' 6 ms, 2 slots. With layer 1 preloaded:
+  // layer 0 reads 0..10 and computes after its read, 10..16; layer 1 needs no read and follows
+  // at once, but on held weights out of cache: 16..22 (T_comp'); layer 2's read waits for layer
+  // 0's slot (16..26) and its compute for the read: 26..32 (T_comp').
   DeviceProfile p = make_profile({4}, {10}, 3, 1, [](unsigned, std::size_t) { return 4.0; });
   p.compute_after_read_ms = {{{6.0}}};
   const SubmodelPlan plan = plan_of({{{0, 4}}, {{0, 4}}, {{0, 4}}});
   const std::set<ShardKey> layer1{{1, 0, 4}};
   const stile::PipelineEstimate e = stile::estimate_pipeline(p, plan, 128, 2, layer1);
   CHECK(e.total_ms == Approx(32));
-  CHECK(e.compute_ms == Approx(6 + 4 + 6));
-  CHECK(e.stall_ms == Approx(10 + 6));  // layer 0 waits 10 ms, layer 2 6 ms
+  CHECK(e.compute_ms == Approx(6 + 6 + 6));
+  CHECK(e.stall_ms == Approx(10 + 4));  // layer 0 waits 10 ms, layer 2 4 ms
 
   // Nothing preloaded: every layer waits for its read (reads at 10, 20, 30): 16, 26, 36.
   const stile::PipelineEstimate cold = stile::estimate_pipeline(p, plan, 128, 2);
   CHECK(cold.total_ms == Approx(36));
   CHECK(cold.compute_ms == Approx(18));
-  // Everything preloaded: back to back at T_comp.
-  const stile::PipelineEstimate warm =
+  // Everything preloaded: back to back, each at T_comp' (the first layer's threads idled through
+  // the word rows; held weights are out of cache).
+  const stile::PipelineEstimate held =
       stile::estimate_pipeline(p, plan, 128, 2, {{0, 0, 4}, {1, 0, 4}, {2, 0, 4}});
-  CHECK(warm.total_ms == Approx(12));
-  CHECK(warm.compute_ms == Approx(12));
+  CHECK(held.total_ms == Approx(18));
+  CHECK(held.compute_ms == Approx(18));
+  // Fast reads (2 ms): layer 0 reads 0..2 and computes 2..8 (T_comp'); layers 1 and 2 are read
+  // (2..4, 8..10) before the compute ahead of them ends, so follow at T_comp: 8..12, 12..16.
+  DeviceProfile fast = p;
+  fast.io_ms = {2.0};
+  const stile::PipelineEstimate ahead = stile::estimate_pipeline(fast, plan, 128, 2);
+  CHECK(ahead.total_ms == Approx(16));
+  CHECK(ahead.compute_ms == Approx(6 + 4 + 4));
+  CHECK(ahead.stall_ms == Approx(2));
 
   // A profile without T_comp' costs every layer at T_comp, as before it was measured.
   p.compute_after_read_ms.clear();

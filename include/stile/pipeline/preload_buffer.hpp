@@ -50,11 +50,12 @@ class PreloadBuffer {
 
   // Keeps a copy of a version's `bytes` (size_bytes of them count against the budget) with its
   // view re-pointed by `view_into` (a function of the new bytes). False, nothing kept, when it
-  // does not fit.
+  // does not fit. During a request (begin_request) the versions it will drop at its end do not
+  // count.
   template <class ViewInto>
   bool insert(const ShardKey& key, std::span<const std::byte> bytes, ViewInto&& view_into) {
     if (contains(key)) return true;
-    if (held_ + bytes.size() > budget_) return false;
+    if (held_ - leaving_ + bytes.size() > budget_) return false;
     Entry e;
     e.bytes.resize(bytes.size());
     std::copy(bytes.begin(), bytes.end(), e.bytes.data());
@@ -69,7 +70,30 @@ class PreloadBuffer {
     for (auto it = entries_.begin(); it != entries_.end();) {
       it = keep.count(it->first) != 0 ? std::next(it) : erase(it);
     }
+    leaving_ = 0;
   }
+
+  // A request that will leave the buffer holding `keep` (within the budget) and computes on
+  // the held versions in `in_use`: evicts what is in neither now. The held versions in use but
+  // not kept stay until end_request() (the request's layers still read them), and do not count
+  // against the budget meanwhile, so that the versions to keep that the request reads fit: while
+  // a request runs the buffer may hold its budget plus those leaving versions. Without this a
+  // buffer full of the previous request's versions refused the new ones and ended the request
+  // holding less than its plan assumed (the next request then read versions it was planned not to).
+  void begin_request(const std::set<ShardKey>& keep, const std::set<ShardKey>& in_use) {
+    leaving_ = 0;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (keep.count(it->first) != 0) {
+        ++it;
+      } else if (in_use.count(it->first) != 0) {
+        leaving_ += it->second.bytes.size();
+        ++it;
+      } else {
+        it = erase(it);
+      }
+    }
+  }
+  void end_request(const std::set<ShardKey>& keep) { retain_only(keep); }
 
   std::vector<ShardKey> keys() const {
     std::vector<ShardKey> k;
@@ -91,6 +115,7 @@ class PreloadBuffer {
 
   std::size_t budget_;
   std::size_t held_ = 0;
+  std::size_t leaving_ = 0;  // bytes held that the running request drops at its end
   Map entries_;
 };
 

@@ -12,8 +12,11 @@
 //
 // A layer's compute time: T_comp' (the profile's compute right after a read) when it waits for its
 // own IO, as a layer computed on flash-read weights does (threads idle through the stall, weights
-// just written to memory by the device); T_comp when it follows the previous layer's compute
-// without waiting (its versions preloaded, or read ahead).
+// just written to memory by the device); also for the first layer (its threads idled through the
+// word rows' reads) and for a layer whose versions are all preloaded (held since the last request,
+// whose reads and activations have since passed through the caches: measured at 0.86x T_comp'
+// and 1.43x T_comp, docs/results.md, issue 20). T_comp only when a layer follows the previous
+// layer's compute without waiting on versions read ahead.
 #include <algorithm>
 #include <cstddef>
 #include <functional>
@@ -75,10 +78,10 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
     const double free_at = k == 0 ? 0.0 : compute_end[k - 1];
     const double start = std::max(free_at, io_end);
     e.stall_ms += start - free_at;
-    const bool after_read = io > 0 && io_end >= free_at;
+    const bool read_ahead = k > 0 && io > 0 && io_end < free_at;
     const std::size_t m = plan.layers[k].size();
-    const double compute = after_read ? profile.compute_after_read_ms_at(widest, tokens, m)
-                                      : profile.compute_ms_at(widest, tokens, m);
+    const double compute = read_ahead ? profile.compute_ms_at(widest, tokens, m)
+                                      : profile.compute_after_read_ms_at(widest, tokens, m);
     e.compute_ms += compute;
     compute_end[k] = start + compute;
   }
