@@ -214,64 +214,6 @@ HWY_INLINE void DictBytesDecode(DU8 du8, const DictBytePlanes<kBits>& t, hn::Vec
   F[3] = hn::ZipUpper(du32, h01hi, h23hi);
 }
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// DictDecodeBytes for fp16 planes (t.half): per 256-bit vector (two slabs, k and k + 1) two
-// lookups instead of four, one zip level instead of two, then four vcvtph2ps; a last odd k by
-// itself in a 128-bit vector.
-template <std::size_t kNR, unsigned kBits>
-HWY_INLINE void DictDecodeBytesHalf(const DictBytePlanes<kBits>& t, const std::uint8_t* HWY_RESTRICT slab,
-                                    const std::uint8_t* end, std::size_t o, std::size_t kc, float* HWY_RESTRICT out) {
-  constexpr std::size_t kSlab = quant::slab_bytes(kBits);
-  constexpr std::size_t kW = kNR < quant::kGroupRows ? kNR : quant::kGroupRows;
-  const hn::Full128<std::uint8_t> d16;
-  const hn::CappedTag<std::uint8_t, 32> d32;
-  const hn::Half<hn::Repartition<std::uint16_t, decltype(d32)>> du16x8;  // one 128-bit block
-  const hn::CappedTag<float, 8> df8;
-  const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
-  // Lanes 0..7 (lo) and 8..15 (hi) of each block's slab as fp16 bits, 16-bit lanes.
-  const auto halves = [&](auto d, hn::Vec<decltype(d)> raw, auto* lo, auto* hi) {
-    const hn::Repartition<std::uint16_t, decltype(d)> du16;
-    const DictBytesIndex<kBits, decltype(d)> x(d, raw);
-    const auto b0 = DictBytesLookup<kBits>(d, t.planes[0], x);
-    const auto b1 = DictBytesLookup<kBits>(d, t.planes[1], x);
-    *lo = hn::ZipLower(du16, b0, b1);
-    *hi = hn::ZipUpper(du16, b0, b1);
-  };
-  const auto to_floats = [&](hn::Vec128<std::uint16_t> h) { return hn::PromoteTo(df8, hn::BitCast(dh8, h)); };
-  std::size_t k = 0;
-  for (; k + 2 <= kc; k += 2) {
-    const std::uint8_t* p = slab + k * kSlab;
-    const auto raw = hn::Combine(d32, DictLoadSlab<kBits>(d16, p + kSlab, end), DictLoadSlab<kBits>(d16, p, end));
-    hn::Vec<hn::Repartition<std::uint16_t, decltype(d32)>> lo, hi;
-    halves(d32, raw, &lo, &hi);
-    float* HWY_RESTRICT o0 = out + k * kNR;
-    float* HWY_RESTRICT o1 = o0 + kNR;
-    // Block 0 is k's lanes, block 1 is k + 1's.
-    if constexpr (kW == 16) {
-      hn::Store(to_floats(hn::LowerHalf(lo)), df8, o0);
-      hn::Store(to_floats(hn::LowerHalf(hi)), df8, o0 + 8);
-      hn::Store(to_floats(hn::UpperHalf(du16x8, lo)), df8, o1);
-      hn::Store(to_floats(hn::UpperHalf(du16x8, hi)), df8, o1 + 8);
-    } else {
-      const auto h = o == 0 ? lo : hi;
-      hn::Store(to_floats(hn::LowerHalf(h)), df8, o0);
-      hn::Store(to_floats(hn::UpperHalf(du16x8, h)), df8, o1);
-    }
-  }
-  for (; k < kc; ++k) {
-    hn::Vec128<std::uint16_t> lo, hi;
-    halves(d16, DictLoadSlab<kBits>(d16, slab + k * kSlab, end), &lo, &hi);
-    float* HWY_RESTRICT o0 = out + k * kNR;
-    if constexpr (kW == 16) {
-      hn::Store(to_floats(lo), df8, o0);
-      hn::Store(to_floats(hi), df8, o0 + 8);
-    } else {
-      hn::Store(to_floats(o == 0 ? lo : hi), df8, o0);
-    }
-  }
-}
-#endif
-
 // Lanes o .. o + kW - 1 of the kc slabs of one group (slab, slab + kSlab, ...; kW = 16, or 8 for
 // a half-group panel, o = 0 or 8) into out[k * kNR + i], i < kW. end: the end of the matrix's
 // packed bytes.
@@ -284,7 +226,55 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
   const hn::Full128<float> df4;
   std::size_t k = 0;
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if (t.half) return DictDecodeBytesHalf<kNR, kBits>(t, slab, end, o, kc, out);
+  if (t.half) {
+    // fp16 planes: per 256-bit vector (two slabs, k and k + 1) two lookups instead of four, one
+    // zip level instead of two, then four vcvtph2ps; a last odd k by itself in a 128-bit vector.
+    const hn::CappedTag<std::uint8_t, 32> d32;
+    const hn::Half<hn::Repartition<std::uint16_t, decltype(d32)>> du16x8;  // one 128-bit block
+    const hn::CappedTag<float, 8> df8;
+    const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
+    // Lanes 0..7 (lo) and 8..15 (hi) of each block's slab as fp16 bits, 16-bit lanes.
+    const auto halves = [&](auto d, hn::Vec<decltype(d)> raw, auto* lo, auto* hi) {
+      const hn::Repartition<std::uint16_t, decltype(d)> du16;
+      const DictBytesIndex<kBits, decltype(d)> x(d, raw);
+      const auto b0 = DictBytesLookup<kBits>(d, t.planes[0], x);
+      const auto b1 = DictBytesLookup<kBits>(d, t.planes[1], x);
+      *lo = hn::ZipLower(du16, b0, b1);
+      *hi = hn::ZipUpper(du16, b0, b1);
+    };
+    const auto to_floats = [&](hn::Vec128<std::uint16_t> h) { return hn::PromoteTo(df8, hn::BitCast(dh8, h)); };
+    for (; k + 2 <= kc; k += 2) {
+      const std::uint8_t* p = slab + k * kSlab;
+      const auto raw = hn::Combine(d32, DictLoadSlab<kBits>(d16, p + kSlab, end), DictLoadSlab<kBits>(d16, p, end));
+      hn::Vec<hn::Repartition<std::uint16_t, decltype(d32)>> lo, hi;
+      halves(d32, raw, &lo, &hi);
+      float* HWY_RESTRICT o0 = out + k * kNR;
+      float* HWY_RESTRICT o1 = o0 + kNR;
+      // Block 0 is k's lanes, block 1 is k + 1's.
+      if constexpr (kW == 16) {
+        hn::Store(to_floats(hn::LowerHalf(lo)), df8, o0);
+        hn::Store(to_floats(hn::LowerHalf(hi)), df8, o0 + 8);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, lo)), df8, o1);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, hi)), df8, o1 + 8);
+      } else {
+        const auto h = o == 0 ? lo : hi;
+        hn::Store(to_floats(hn::LowerHalf(h)), df8, o0);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, h)), df8, o1);
+      }
+    }
+    for (; k < kc; ++k) {
+      hn::Vec128<std::uint16_t> lo, hi;
+      halves(d16, DictLoadSlab<kBits>(d16, slab + k * kSlab, end), &lo, &hi);
+      float* HWY_RESTRICT o0 = out + k * kNR;
+      if constexpr (kW == 16) {
+        hn::Store(to_floats(lo), df8, o0);
+        hn::Store(to_floats(hi), df8, o0 + 8);
+      } else {
+        hn::Store(to_floats(o == 0 ? lo : hi), df8, o0);
+      }
+    }
+    return;
+  }
 #endif
 #if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_NEON
   // 256-bit vectors (AVX2, and AVX-512 at 256 bits): two k per vector, block 1 the next slab.
