@@ -25,6 +25,7 @@
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/gemm_impl.hpp"  // instantiates the tests' own tile shapes
+#include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace {
@@ -80,7 +81,10 @@ struct Quantized {
   }
 };
 
-Quantized make_quantized(std::size_t rows, std::size_t cols, unsigned bits, std::uint32_t seed) {
+// half_centroids: every centroid an fp16 value, as the converter makes them (quant/dictionary.hpp),
+// which AVX2 decodes through two byte planes; else most centroids are not.
+Quantized make_quantized(std::size_t rows, std::size_t cols, unsigned bits, std::uint32_t seed,
+                         bool half_centroids = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   Quantized q;
@@ -99,6 +103,13 @@ Quantized make_quantized(std::size_t rows, std::size_t cols, unsigned bits, std:
   const std::size_t entries = std::size_t{1} << bits;
   q.centroids.resize(entries);
   for (float& c : q.centroids) c = gauss(rng);
+  if (half_centroids) {
+    for (float& c : q.centroids) c = quant::round_centroid_to_half(c);
+    // fp16's edges: -0, the smallest subnormal and the largest finite value (kept apart from the
+    // outliers' values).
+    const float edges[] = {-0.0f, 1.0f / 16777216.0f, -65504.0f};
+    for (std::size_t i = 0; i < 3 && i < entries; ++i) q.centroids[entries - 1 - i] = edges[i];
+  }
   std::uniform_int_distribution<unsigned> pick(0, static_cast<unsigned>(entries - 1));
   std::vector<std::uint8_t> idx(rows * cols);
   for (std::size_t i = 0; i < idx.size(); ++i) {
@@ -311,6 +322,20 @@ TEST_CASE("the panel decoder equals the scalar reference bit for bit", "[dict]")
     truth.assign(by_cols.rows() * by_cols.cols(), 0.0f);
     stile::dequantize(by_cols, truth.data());
     check_decode_all_widths(by_cols, truth);
+  });
+}
+
+TEST_CASE("dictionaries of fp16 values (the converter's) decode bit for bit", "[dict]") {
+  // The two-plane path on AVX2 and AVX3 (kernels/dict_bytes-inl.h): odd and even column counts
+  // (a last k by itself), half-group and multi-group panels (check_decode_all_widths), outliers.
+  for_each_target([&] {
+    for (const unsigned bits : {2u, 3u, 4u, 5u, 6u}) {
+      for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{37, 53}, {100, 301}, {16, 8}, {64, 2}}) {
+        INFO("bits " << bits << ", " << rows << " x " << cols);
+        const Quantized q = make_quantized(rows, cols, bits, static_cast<std::uint32_t>(rows + cols + bits), true);
+        check_decode_all_widths(q.view(), q.dense);
+      }
+    }
   });
 }
 

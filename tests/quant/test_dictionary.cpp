@@ -68,7 +68,9 @@ TEST_CASE("equal-population dictionaries: cluster means, refinement never worse,
   for (std::size_t c = 0; c < 4; ++c) {  // 4 clusters of 5000 sorted values each
     double s = 0;
     for (std::size_t i = c * 5000; i < (c + 1) * 5000; ++i) s += sorted[i];
-    CHECK(plain.centroids[c] == Approx(s / 5000.0).epsilon(1e-6));
+    // (Each mean rounded to the nearest fp16 value: within 2^-11 of itself.)
+    CHECK(plain.centroids[c] == Approx(s / 5000.0).epsilon(1.0 / 2048));
+    CHECK(stile::half_to_float(stile::float_to_half(plain.centroids[c])) == plain.centroids[c]);
   }
   CHECK(plain.l1 == Approx(q::l1_error(sorted, plain.centroids)));
 
@@ -77,6 +79,7 @@ TEST_CASE("equal-population dictionaries: cluster means, refinement never worse,
     const q::DictionaryFit fit = q::fit_dictionary(w, bits, q::QuantizerOptions{});
     REQUIRE(fit.centroids.size() == (std::size_t{1} << bits));
     REQUIRE(std::is_sorted(fit.centroids.begin(), fit.centroids.end()));
+    for (float c : fit.centroids) CHECK(stile::half_to_float(stile::float_to_half(c)) == c);  // fp16 values
     CHECK(fit.l1 <= fit.l1_before_refine);
     CHECK(fit.l1 == Approx(q::l1_error(sorted, fit.centroids)));
     INFO("bits " << bits << " l1 " << fit.l1);
@@ -88,6 +91,9 @@ TEST_CASE("equal-population dictionaries: cluster means, refinement never worse,
   const q::DictionaryFit refined = q::fit_dictionary(w, 2, q::QuantizerOptions{});
   CHECK(refined.refine_steps > 0);
   CHECK(refined.l1 < plain.l1);
+  // Centroids past fp16's range are kept as they are (never rounded to infinity).
+  CHECK(q::round_centroid_to_half(70000.0f) == 70000.0f);
+  CHECK(q::round_centroid_to_half(1.0f + 1.0f / 4096) == 1.0f);  // a tie, to even
   // Degenerate inputs: fewer values than clusters, all equal values, no values.
   CHECK(q::fit_dictionary({1.0f, 2.0f}, 3, no_refine).centroids.size() == 8);
   CHECK(q::fit_dictionary(std::vector<float>(10, 0.5f), 4, q::QuantizerOptions{}).l1 == 0.0);

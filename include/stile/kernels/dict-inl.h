@@ -92,11 +92,14 @@ constexpr DictLookup DictVectorLookup() {
 // 23): faster than the above at 4..6 bits on AVX2 (5 and 6 bits most), and on SSE4 at 4 and 5
 // bits (its 8-column panels keep half of each decoded slab, which at 6 bits loses to the gather);
 // on NEON tbl looks up 32 or 64 bytes in one instruction (compared by instruction count: qemu's
-// time means nothing). AVX-512 keeps its two-table tree, faster than bytes at 256 bits.
+// time means nothing). AVX-512 keeps its two-table tree, faster than bytes at 256 bits. On AVX2
+// also at 3 bits, where the fp16 planes (dict_bytes-inl.h) decode faster than the tree (docs/results.md,
+// issue 23, machine E, the fp16 planes).
 template <std::size_t kNR, unsigned kBits, std::size_t kLanes>
 constexpr DictLookup DictAutoLookup() {
   constexpr bool kSse = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3;
-  if constexpr (kLanes <= 8 && kBits >= 4 && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) {
+  constexpr unsigned kFirst = HWY_TARGET == HWY_AVX2 ? 3 : 4;
+  if constexpr (kLanes <= 8 && kBits >= kFirst && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) {
     return DictLookup::kBytes;
   }
   return DictVectorLookup<kBits, kLanes>();

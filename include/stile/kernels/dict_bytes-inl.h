@@ -15,6 +15,14 @@
 //
 // Used for whole groups only: a panel of at least 8 columns (one or more halves of groups),
 // starting on a group; a last group with fewer valid rows takes dict-inl.h's other paths.
+//
+// Dictionaries whose centroids are all fp16 values (the converter rounds them so:
+// quant/dictionary.hpp) take half of that on the x86 targets with 256-bit vectors, which all have
+// F16C: two byte planes (the fp16 bits), one zip level, then vcvtph2ps, which is exact (every
+// fp16 value is a float). Whether a dictionary qualifies is checked where its planes are made,
+// by the same conversions the decode uses (fp32 -> fp16 -> fp32 giving back every centroid's
+// bits), so a decoded weight is its centroid bit for bit either way; other dictionaries (stores
+// converted before the rounding) take the four planes.
 #if defined(STILE_KERNELS_DICT_BYTES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STILE_KERNELS_DICT_BYTES_INL_H_
 #undef STILE_KERNELS_DICT_BYTES_INL_H_
@@ -45,22 +53,62 @@ constexpr bool DictBytesSupported() {
          (kNR == 8 || kNR % quant::kGroupRows == 0);
 }
 
+// Whether this target has the two-plane fp16 path: x86 with 256-bit vectors (AVX2 and the AVX3
+// targets; every such CPU has F16C, which Highway's PromoteTo/DemoteTo use there).
+constexpr bool DictHalfPlanes() {
+  return HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+}
+
 // The centroids as four 64-entry byte tables: planes[b][i] = byte b (little-endian) of
-// centroid i; entries past 2^k are zero.
+// centroid i; entries past 2^k are zero. half: every centroid is an fp16 value (DictHalfPlanes
+// targets only); then planes[0] and [1] hold the bytes of the fp16 bits, [2] and [3] are unset.
 template <unsigned kBits>
 struct DictBytePlanes {
   static constexpr std::size_t kEntries = std::size_t{1} << kBits;
   static constexpr std::size_t kSize = kEntries > 16 ? kEntries : 16;
   HWY_ALIGN std::uint8_t planes[4][kSize];
+  bool half = false;
   explicit DictBytePlanes(const float* centroids) {
+    if constexpr (DictHalfPlanes()) half = MakeHalf(centroids);
+    const std::size_t n_planes = half ? 2 : 4;
+    for (std::size_t b = 0; b < n_planes; ++b) {
+      for (std::size_t i = kEntries; i < kSize; ++i) planes[b][i] = 0;
+    }
+    if (half) return;
     for (std::size_t i = 0; i < kEntries; ++i) {
       std::uint32_t u;
       std::memcpy(&u, &centroids[i], sizeof(u));
       for (std::size_t b = 0; b < 4; ++b) planes[b][i] = static_cast<std::uint8_t>(u >> (8 * b));
     }
-    for (std::size_t b = 0; b < 4; ++b) {
-      for (std::size_t i = kEntries; i < kSize; ++i) planes[b][i] = 0;
+  }
+
+ private:
+  // The fp16 planes, if converting every centroid to fp16 and back gives its exact bits.
+  bool MakeHalf(const float* centroids) {
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    const hn::CappedTag<float, (kEntries < 8 ? kEntries : 8)> df;
+    const hn::RebindToUnsigned<decltype(df)> du;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const hn::RebindToUnsigned<decltype(dh)> duh;
+    constexpr std::size_t kLanes = hn::MaxLanes(df);
+    HWY_ALIGN std::uint16_t bits[kEntries];
+    auto differs = hn::Ne(hn::Zero(du), hn::Zero(du));  // all false
+    for (std::size_t i = 0; i < kEntries; i += kLanes) {
+      const auto c = hn::LoadU(df, centroids + i);
+      const auto h = hn::DemoteTo(dh, c);
+      differs = hn::Or(differs, hn::Ne(hn::BitCast(du, hn::PromoteTo(df, h)), hn::BitCast(du, c)));
+      hn::StoreU(hn::BitCast(duh, h), duh, bits + i);
     }
+    if (!hn::AllFalse(du, differs)) return false;
+    for (std::size_t i = 0; i < kEntries; ++i) {
+      planes[0][i] = static_cast<std::uint8_t>(bits[i]);
+      planes[1][i] = static_cast<std::uint8_t>(bits[i] >> 8);
+    }
+    return true;
+#else
+    (void)centroids;
+    return false;
+#endif
   }
 };
 
@@ -177,6 +225,57 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
   const hn::Full128<std::uint8_t> d16;
   const hn::Full128<float> df4;
   std::size_t k = 0;
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (t.half) {
+    // fp16 planes: per 256-bit vector (two slabs, k and k + 1) two lookups instead of four, one
+    // zip level instead of two, then four vcvtph2ps; a last odd k by itself in a 128-bit vector.
+    const hn::CappedTag<std::uint8_t, 32> d32;
+    const hn::Half<hn::Repartition<std::uint16_t, decltype(d32)>> du16x8;  // one 128-bit block
+    const hn::CappedTag<float, 8> df8;
+    const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
+    // Lanes 0..7 (lo) and 8..15 (hi) of each block's slab as fp16 bits, 16-bit lanes.
+    const auto halves = [&](auto d, hn::Vec<decltype(d)> raw, auto* lo, auto* hi) {
+      const hn::Repartition<std::uint16_t, decltype(d)> du16;
+      const DictBytesIndex<kBits, decltype(d)> x(d, raw);
+      const auto b0 = DictBytesLookup<kBits>(d, t.planes[0], x);
+      const auto b1 = DictBytesLookup<kBits>(d, t.planes[1], x);
+      *lo = hn::ZipLower(du16, b0, b1);
+      *hi = hn::ZipUpper(du16, b0, b1);
+    };
+    const auto to_floats = [&](hn::Vec128<std::uint16_t> h) { return hn::PromoteTo(df8, hn::BitCast(dh8, h)); };
+    for (; k + 2 <= kc; k += 2) {
+      const std::uint8_t* p = slab + k * kSlab;
+      const auto raw = hn::Combine(d32, DictLoadSlab<kBits>(d16, p + kSlab, end), DictLoadSlab<kBits>(d16, p, end));
+      hn::Vec<hn::Repartition<std::uint16_t, decltype(d32)>> lo, hi;
+      halves(d32, raw, &lo, &hi);
+      float* HWY_RESTRICT o0 = out + k * kNR;
+      float* HWY_RESTRICT o1 = o0 + kNR;
+      // Block 0 is k's lanes, block 1 is k + 1's.
+      if constexpr (kW == 16) {
+        hn::Store(to_floats(hn::LowerHalf(lo)), df8, o0);
+        hn::Store(to_floats(hn::LowerHalf(hi)), df8, o0 + 8);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, lo)), df8, o1);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, hi)), df8, o1 + 8);
+      } else {
+        const auto h = o == 0 ? lo : hi;
+        hn::Store(to_floats(hn::LowerHalf(h)), df8, o0);
+        hn::Store(to_floats(hn::UpperHalf(du16x8, h)), df8, o1);
+      }
+    }
+    for (; k < kc; ++k) {
+      hn::Vec128<std::uint16_t> lo, hi;
+      halves(d16, DictLoadSlab<kBits>(d16, slab + k * kSlab, end), &lo, &hi);
+      float* HWY_RESTRICT o0 = out + k * kNR;
+      if constexpr (kW == 16) {
+        hn::Store(to_floats(lo), df8, o0);
+        hn::Store(to_floats(hi), df8, o0 + 8);
+      } else {
+        hn::Store(to_floats(o == 0 ? lo : hi), df8, o0);
+      }
+    }
+    return;
+  }
+#endif
 #if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_NEON
   // 256-bit vectors (AVX2, and AVX-512 at 256 bits): two k per vector, block 1 the next slab.
   const hn::CappedTag<std::uint8_t, 32> d32;

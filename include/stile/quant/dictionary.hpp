@@ -10,6 +10,12 @@
 // to its nearest centroid, move each centroid to the mean of its weights, repeat) lowers the error
 // further; it stops as soon as the mean absolute (L1) error stops falling and keeps the best
 // dictionary seen, so it never makes a dictionary worse.
+//
+// Every centroid is rounded to the nearest fp16 value (kept as a float): such a dictionary
+// decodes through two byte planes instead of four on AVX2 (kernels/dict_bytes-inl.h), which is
+// faster. The rounding moves a centroid by at most 2^-11 of itself (2^-25 absolute below 2^-14,
+// where fp16 is subnormal), far less than the quantization error itself; the refinement rounds
+// each step's means the same way, and the L1 errors are those of the rounded dictionaries.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
+#include "stile/core/half.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile::quant {
@@ -100,6 +107,13 @@ inline double l1_error(std::span<const float> sorted, std::span<const float> cen
   return err / static_cast<double>(sorted.size());
 }
 
+// c rounded to the nearest fp16 value (ties to even), as a float; c itself where that would
+// overflow fp16 (no weight is that large: such a dictionary just takes the four-plane decode).
+inline float round_centroid_to_half(float c) noexcept {
+  const float h = half_to_float(float_to_half(c));
+  return std::isfinite(h) || !std::isfinite(c) ? h : c;
+}
+
 struct DictionaryFit {
   std::vector<float> centroids;   // 2^bits, ascending
   double l1_before_refine = 0.0;  // mean |w - centroid| of the equal-population dictionary
@@ -129,6 +143,7 @@ inline DictionaryFit fit_dictionary(std::vector<float> values, unsigned bits, co
     for (std::size_t i = begin; i < end; ++i) sum += values[i];
     fit.centroids[c] = static_cast<float>(sum / static_cast<double>(end - begin));
   }
+  for (float& c : fit.centroids) c = round_centroid_to_half(c);  // (monotone: still ascending)
   fit.l1 = fit.l1_before_refine = l1_error(values, fit.centroids);
   if (!opt.refine) return fit;
   std::vector<float> current = fit.centroids;
@@ -144,7 +159,7 @@ inline DictionaryFit fit_dictionary(std::vector<float> values, unsigned bits, co
         sum += values[i++];
         ++count;
       }
-      if (count > 0) next[c] = static_cast<float>(sum / static_cast<double>(count));
+      if (count > 0) next[c] = round_centroid_to_half(static_cast<float>(sum / static_cast<double>(count)));
     }
     std::sort(next.begin(), next.end());  // means of ordered cells stay ordered; rounding aside
     const double err = l1_error(values, next);
