@@ -219,11 +219,10 @@ Latency latency(const Context& c, const Method& m, double target_ms, std::size_t
     if (i == 0) continue;  // filled the buffers
     ms.push_back(r.timeline.total_ms);
     if (!m.preload_whole_plan) {
-      const std::size_t slots = m.mode == stile::PipelineMode::load_then_execute
-                                    ? std::max<std::size_t>(plans[i].layers.size(), 1)
-                                    : stile::EngineOptions{}.layers_in_flight;
       const double estimated =
-          stile::estimate_pipeline(*c.profile, plans[i], requests[i].size(), slots, held_before[i], c.layer_io).compute_ms;
+          stile::estimate_pipeline(*c.profile, plans[i], requests[i].size(),
+                                   stile::pipeline_slots(options, plans[i].layers.size()), held_before[i], c.layer_io)
+              .compute_ms;
       if (estimated > 0) compute_ratios.push_back(r.timeline.compute_ms() / estimated);
     }
     out.working = std::max(out.working, r.working_buffer_bytes);

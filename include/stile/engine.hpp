@@ -46,6 +46,7 @@
 // fails only that request, and neither the preload buffer nor the word-row cache keeps anything
 // of the read that failed. A request slower than its target is not an error: the result says so
 // (deadline_missed, deadline_note: the measured latency and what stalled).
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <memory>
@@ -117,6 +118,13 @@ struct EngineOptions {
   // profiled ones).
   bool reprofile = false;
 };
+
+// The working-buffer slots a request of `layers` layers runs with under `o`: one per layer when
+// loading then executing, else layers_in_flight (at least 1, at most the layers).
+inline std::size_t pipeline_slots(const EngineOptions& o, std::size_t layers) {
+  if (o.mode == PipelineMode::load_then_execute) return std::max<std::size_t>(layers, 1);
+  return std::clamp<std::size_t>(o.layers_in_flight, 1, std::max<std::size_t>(layers, 1));
+}
 
 struct EngineResult {
   std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding

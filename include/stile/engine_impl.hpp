@@ -282,7 +282,7 @@ class EngineCore {
     PlannerOptions planner;
     planner.target_ms = options_.target_ms;
     planner.preload_budget_bytes = options_.preload_bytes;
-    planner.slots = slots_for(store_.num_layers());
+    planner.slots = pipeline_slots(options_, store_.num_layers());
     planner.min_bits = options_.min_bits;
     planner.headroom = options_.target_headroom;
     planner.importance = options_.importance;
@@ -321,11 +321,6 @@ class EngineCore {
     whole.valid = whole.meets_target = true;
     whole.explain = "no device profile: the whole model at " + std::to_string(store_.bits().back()) + " bits";
     return whole;
-  }
-
-  std::size_t slots_for(std::size_t layers) const {
-    if (options_.mode == PipelineMode::load_then_execute) return std::max<std::size_t>(layers, 1);
-    return std::clamp<std::size_t>(options_.layers_in_flight, 1, std::max<std::size_t>(layers, 1));
   }
 
   // The versions of layer l of `plan` that the preload buffer does not hold.
@@ -394,7 +389,7 @@ class EngineCore {
     timeline.embed_end_ms = ms();
 
     const std::size_t n = plan.layers.size();
-    const std::size_t slots = slots_for(n);
+    const std::size_t slots = pipeline_slots(options_, n);
     std::set<ShardKey> in_use;
     for (std::size_t l = 0; l < n; ++l) {
       for (const ShardChoice& ch : plan.layers[l]) in_use.insert({l, ch.shard, ch.bits});

@@ -54,10 +54,15 @@ constexpr bool DictBytesSupported() {
 }
 
 // Whether this target has the two-plane fp16 path: x86 with 256-bit vectors (AVX2 and the AVX3
-// targets; every such CPU has F16C, which Highway's PromoteTo/DemoteTo use there).
-constexpr bool DictHalfPlanes() {
-  return HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
-}
+// targets; every such CPU has F16C, which Highway's PromoteTo/DemoteTo use there). A macro, set
+// again for each target this file is compiled for, since the path's code is compiled only there.
+#undef STILE_DICT_HALF_PLANES
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define STILE_DICT_HALF_PLANES 1
+#else
+#define STILE_DICT_HALF_PLANES 0
+#endif
+constexpr bool DictHalfPlanes() { return STILE_DICT_HALF_PLANES != 0; }
 
 // The centroids as four 64-entry byte tables: planes[b][i] = byte b (little-endian) of
 // centroid i; entries past 2^k are zero. half: every centroid is an fp16 value (DictHalfPlanes
@@ -85,7 +90,7 @@ struct DictBytePlanes {
  private:
   // The fp16 planes, if converting every centroid to fp16 and back gives its exact bits.
   bool MakeHalf(const float* centroids) {
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+#if STILE_DICT_HALF_PLANES
     const hn::CappedTag<float, (kEntries < 8 ? kEntries : 8)> df;
     const hn::RebindToUnsigned<decltype(df)> du;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
@@ -225,7 +230,7 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
   const hn::Full128<std::uint8_t> d16;
   const hn::Full128<float> df4;
   std::size_t k = 0;
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if STILE_DICT_HALF_PLANES
   if (t.half) {
     // fp16 planes: per 256-bit vector (two slabs, k and k + 1) two lookups instead of four, one
     // zip level instead of two, then four vcvtph2ps; a last odd k by itself in a 128-bit vector.
