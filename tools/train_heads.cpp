@@ -18,9 +18,7 @@
 // model/checkpoint_classifier.hpp): --model-head MODEL_DIR puts that one head under every shape
 // instead of fitting one per shape (no head-training rows are embedded; each head's
 // "train_accuracy" is then its calibration accuracy, as nothing was fit here). --bits K runs the
-// shards at K bits instead of the store's highest; --accuracy-bits 2,3,4 also scores every head on
-// the calibration rows with its shards at each of those bitwidths (the heads file's
-// "calibration_accuracy_by_bits", which the planner weighs bits against shapes by); --dev-csv FILE also reports every trained
+// shards at K bits instead of the store's highest; --dev-csv FILE also reports every trained
 // head's SST-2 dev accuracy (reporting only: nothing is chosen by it), one CSV row per shape.
 //
 // Exit status: 0 ok, 1 runtime error, 2 usage error.
@@ -109,7 +107,6 @@ int main(int argc, char** argv) {
   std::string shapes_text = "all";
   std::optional<std::filesystem::path> importance_path, out, model_head_dir, dev_csv;
   unsigned run_bits = 0;  // 0: the store's highest
-  std::vector<unsigned> accuracy_bits;
   std::size_t threads = 0, batch = 64;
   stile::Sst2Split split;
   stile::LogisticRegressionOptions lr;
@@ -134,11 +131,6 @@ int main(int argc, char** argv) {
            "fitting heads",
            model_head_dir);
   cli.flag("--bits", "K", "run every shard at K bits (default: the store's highest)", run_bits);
-  cli.bits("--accuracy-bits", "LIST",
-           "comma-separated bitwidths of the store: also score each head on the calibration rows with every shard at "
-           "each (the planner weighs bits against shapes by them; the calibration rows are embedded once more per "
-           "bitwidth)",
-           accuracy_bits);
   cli.flag("--dev-csv", "FILE", "also write each head's SST-2 dev accuracy (reporting only) to this CSV", dev_csv);
   cli.threads(threads);
   cli.flag("--batch", "B", "sentences per layer run", batch).at_least(1);
@@ -164,11 +156,6 @@ int main(int argc, char** argv) {
         cli.fail(fmt::format("--bits {}: the store has no shards at that bitwidth", run_bits));
       }
       top_bits = run_bits;
-    }
-    for (const unsigned b : accuracy_bits) {
-      if (std::find(store.bits().begin(), store.bits().end(), b) == store.bits().end()) {
-        cli.fail(fmt::format("--accuracy-bits {}: the store has no shards at that bitwidth", b));
-      }
     }
     std::optional<stile::LinearHead> model_head;
     if (model_head_dir) {
@@ -246,46 +233,33 @@ int main(int argc, char** argv) {
     std::map<std::size_t, std::set<std::size_t>> passes;
     for (const auto& [n, m] : shapes.nm) passes[m].insert(n);
     if (shapes.gold) passes[M].insert(N);
-    auto layer_shards = [&](std::size_t layer, std::size_t m, unsigned bits) {
+    auto layer_shards = [&](std::size_t layer, std::size_t m) {
       std::vector<stile::ShardChoice> chosen;
-      for (std::size_t r = 0; r < m; ++r) chosen.push_back({ranking.empty() ? r : ranking[layer][r], bits});
+      for (std::size_t r = 0; r < m; ++r) chosen.push_back({ranking.empty() ? r : ranking[layer][r], top_bits});
       std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.shard < b.shard; });
       return chosen;
     };
-    using Features = std::map<std::pair<std::size_t, std::size_t>, std::vector<float>>;  // (n, m) -> [rows x d]
-    auto embed_shapes = [&](std::span<const stile::Encoding> rows, unsigned bits) {
-      Features features;
-      for (const auto& [m, layer_counts] : passes) {
-        const std::size_t deepest = *layer_counts.rbegin();
-        stile::ProgressBar bar(fmt::format("embed {} bits, m={:>2}, n=1..{}", bits, m, deepest));
-        for (const std::size_t n : layer_counts) features[{n, m}].reserve(rows.size() * d);
-        for (std::size_t begin = 0; begin < rows.size(); begin += batch) {
-          const std::size_t end = std::min(rows.size(), begin + batch);
-          stile::HiddenBatch x = bert.embed(rows.subspan(begin, end - begin));
-          for (std::size_t l = 0; l < deepest; ++l) {
-            bert.run_layer(l, layer_shards(l, m, bits), x, pool);
-            if (layer_counts.count(l + 1) != 0) {
-              const std::vector<float> e = stile::mean_pooled_normalized(x, d);
-              std::vector<float>& f = features[{l + 1, m}];
-              f.insert(f.end(), e.begin(), e.end());
-            }
-          }
-          bar.update(end, rows.size());
-        }
-        bert.drop_shards();
-      }
-      return features;
-    };
 
     const auto t_embed = std::chrono::steady_clock::now();
-    const Features features = embed_shapes(train_enc, top_bits);
-    // The calibration rows again at each --accuracy-bits bitwidth: the planner weighs bits
-    // against shapes by these.
-    std::map<unsigned, Features> calibration_at;
-    const std::span<const stile::Encoding> calibration_enc =
-        std::span<const stile::Encoding>(train_enc).subspan(train.size(), calibration.size());
-    for (const unsigned b : accuracy_bits) {
-      if (b != top_bits) calibration_at[b] = embed_shapes(calibration_enc, b);
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<float>> features;  // (n, m) -> [rows x d]
+    for (const auto& [m, layer_counts] : passes) {
+      const std::size_t deepest = *layer_counts.rbegin();
+      stile::ProgressBar bar(fmt::format("embed m={:>2}, n=1..{}", m, deepest));
+      for (const std::size_t n : layer_counts) features[{n, m}].reserve(train_enc.size() * d);
+      for (std::size_t begin = 0; begin < train_enc.size(); begin += batch) {
+        const std::size_t end = std::min(train_enc.size(), begin + batch);
+        stile::HiddenBatch x = bert.embed(std::span<const stile::Encoding>(train_enc).subspan(begin, end - begin));
+        for (std::size_t l = 0; l < deepest; ++l) {
+          bert.run_layer(l, layer_shards(l, m), x, pool);
+          if (layer_counts.count(l + 1) != 0) {
+            const std::vector<float> e = stile::mean_pooled_normalized(x, d);
+            std::vector<float>& f = features[{l + 1, m}];
+            f.insert(f.end(), e.begin(), e.end());
+          }
+        }
+        bar.update(end, train_enc.size());
+      }
+      bert.drop_shards();
     }
     const double embed_seconds = seconds_since(t_embed);
 
@@ -314,11 +288,6 @@ int main(int argc, char** argv) {
                                                   stile::sst2_label_names(), lr, &report);
       }
       h.calibration_accuracy = calibration.size() == 0 ? 0.0 : stile::score_head(h.head, cal_f, calibration.labels).accuracy();
-      for (const unsigned b : accuracy_bits) {
-        h.calibration_accuracy_by_bits[b] =
-            b == top_bits ? h.calibration_accuracy
-                          : stile::score_head(h.head, calibration_at.at(b).at({n, m}), calibration.labels).accuracy();
-      }
       h.train_accuracy = model_head ? h.calibration_accuracy : report.train_accuracy;
       report.train_accuracy = h.train_accuracy;
       if (dev_csv) {

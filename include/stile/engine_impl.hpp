@@ -465,7 +465,7 @@ class EngineCore {
   std::optional<DeviceProfile> base_profile_;  // reprofile: the profile as measured (planner_'s is scaled)
   LoadTracker load_;
   LoadScale load_scale_;  // the scaling planner_'s profile has
-  std::function<double(std::size_t, std::size_t, unsigned)> shape_accuracy_;  // the heads' (set_heads), for a new planner
+  std::function<double(std::size_t, std::size_t)> shape_accuracy_;  // the heads' (set_heads), for a new planner
   WordPieceTokenizer tokenizer_;
   Classifier classifier_;
   ThreadPool pool_;

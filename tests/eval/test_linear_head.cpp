@@ -242,20 +242,9 @@ TEST_CASE("heads file: the head of a plan's shape, and the shapes' calibration a
   CHECK(f.find_for(SubmodelPlan{}) == nullptr);
 
   const auto accuracy = f.shape_accuracy();
-  CHECK(accuracy(1, 1, 32) == 0.625);
-  CHECK(accuracy(2, 3, 32) == 0.5);
-  CHECK(std::isnan(accuracy(2, 1, 32)));  // no head: not a candidate shape
-  CHECK(accuracy(2, 3, 4) == 0.5);        // nothing measured at 4 bits: the highest bitwidth's
-
-  stile::HeadsFile by_bits = f;
-  by_bits.heads.at("2x3").calibration_accuracy_by_bits = {{2, 0.25}, {4, 0.375}};
-  const stile::HeadsFile again = stile::HeadsFile::from_json(by_bits.to_json(), "h.json");
-  CHECK(again.heads.at("2x3").calibration_accuracy_by_bits == by_bits.heads.at("2x3").calibration_accuracy_by_bits);
-  CHECK(again.heads.at("1x1").calibration_accuracy_by_bits.empty());
-  const auto per_bits = again.shape_accuracy();
-  CHECK(per_bits(2, 3, 2) == 0.25);
-  CHECK(per_bits(2, 3, 4) == 0.375);
-  CHECK(per_bits(2, 3, 6) == 0.5);
+  CHECK(accuracy(1, 1) == 0.625);
+  CHECK(accuracy(2, 3) == 0.5);
+  CHECK(std::isnan(accuracy(2, 1)));  // no head: not a candidate shape
 }
 
 TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][heads_file]") {
@@ -268,25 +257,7 @@ TEST_CASE("heads file: every kind of bad file is refused, naming it", "[eval][he
   };
   CHECK_THAT(refused([](auto& j) { j["format"] = "stile-device-profile"; }), Contains("h.json: \"format\""));
   CHECK_THAT(refused([](auto& j) { j["version"] = 1; }), Contains("h.json: version 1 is not supported"));
-  CHECK_THAT(refused([](auto& j) { j["version"] = 4; }), Contains("h.json: version 4 is not supported"));
-  CHECK_NOTHROW(stile::HeadsFile::from_json([&] {  // version 2: the same without accuracies per bitwidth
-    nlohmann::json j = good;
-    j["version"] = 2;
-    return j;
-  }(), "h.json"));
-  CHECK_THAT(refused([](auto& j) {
-               j["version"] = 2;
-               j["heads"]["1x1"]["calibration_accuracy_by_bits"] = {{"4", 0.5}};
-             }),
-             Contains("head \"1x1\": \"calibration_accuracy_by_bits\" needs version 3"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["calibration_accuracy_by_bits"] = {{"04", 0.5}}; }),
-             Contains("head \"1x1\": \"calibration_accuracy_by_bits\" has the key \"04\", not a bitwidth 1..32"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["calibration_accuracy_by_bits"] = {{"33", 0.5}}; }),
-             Contains("not a bitwidth 1..32"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["calibration_accuracy_by_bits"] = {{"4", 1.5}}; }),
-             Contains("head \"1x1\": \"calibration_accuracy_by_bits\".\"4\" must be a number in [0, 1]"));
-  CHECK_THAT(refused([](auto& j) { j["heads"]["1x1"]["calibration_accuracy_by_bits"] = 0.5; }),
-             Contains("\"calibration_accuracy_by_bits\" must be an object"));
+  CHECK_THAT(refused([](auto& j) { j["version"] = 3; }), Contains("h.json: version 3 is not supported"));
   CHECK_THAT(refused([](auto& j) { j["extra"] = 1; }), Contains("h.json: unknown key \"extra\""));
   CHECK_THAT(refused([](auto& j) { j.erase("store"); }), Contains("h.json: missing \"store\""));
   CHECK_THAT(refused([](auto& j) { j["num_layers"] = 0; }), Contains("\"num_layers\" = 0 is outside"));

@@ -5,9 +5,8 @@
 //
 //   {
 //     "format": "stile-heads",                  exactly this
-//     "version": 3,                             2 added "calibration_accuracy" (version 1 files:
-//                                               run tools/train_heads again); 3 the optional
-//                                               "calibration_accuracy_by_bits" (2 is still read)
+//     "version": 2,                             2 added "calibration_accuracy" (version 1 files:
+//                                               run tools/train_heads again)
 //     "store": "minilm.stile",                  the shard store's file name
 //     "num_layers": 6, "shards_per_layer": 12,  the store's shape (bounds the keys below)
 //     "split": {"seed": 20261123, "train": 8000, "calibration": 1000, "rows": 65349},
@@ -23,9 +22,6 @@
 //   "train_accuracy": x                         on its own training rows
 //   "calibration_accuracy": x                   on the split's calibration rows, which no head is
 //                                               fit to: what the planner compares shapes by
-//   "calibration_accuracy_by_bits": {"2": x, ...}  optional (train_heads --accuracy-bits): the same
-//                                               head on the same rows with every shard at that
-//                                               bitwidth, so the planner can weigh bits against shapes
 //   "ranking": [[...], ...] or null             the per-layer shard ranking whose top m shards the
 //                                               submodel kept (null: shards 0..m-1; the gold head
 //                                               keeps all shards, so null)
@@ -64,7 +60,7 @@
 namespace stile {
 
 inline constexpr std::string_view kHeadsFormatName = "stile-heads";
-inline constexpr std::uint64_t kHeadsVersion = 3;
+inline constexpr std::uint64_t kHeadsVersion = 2;
 
 // The split a heads file was trained on: Sst2Split and the row count of the train.tsv it split.
 struct RecordedSplit {
@@ -76,9 +72,8 @@ struct RecordedSplit {
 struct StoredHead {
   LinearHead head;
   double train_accuracy = 0;
-  double calibration_accuracy = 0;  // at the store's highest bitwidth
-  ShardRanking ranking;             // empty: shards 0..m-1 (or the whole model)
-  std::map<unsigned, double> calibration_accuracy_by_bits = {};  // bitwidth -> accuracy; may be empty
+  double calibration_accuracy = 0;
+  ShardRanking ranking;  // empty: shards 0..m-1 (or the whole model)
 };
 
 // "<n>x<m>".
@@ -86,22 +81,20 @@ inline std::string shape_key(std::size_t layers, std::size_t shards) {
   return std::to_string(layers) + "x" + std::to_string(shards);
 }
 
-// Parses a positive decimal of at most 6 digits (no sign or leading zero); false when `s` is not one.
-inline bool parse_small_count(std::string_view s, std::size_t& out) {
-  if (s.empty() || s.size() > 6 || s[0] == '0') return false;
-  out = 0;
-  for (const char ch : s) {
-    if (ch < '0' || ch > '9') return false;
-    out = out * 10 + static_cast<std::size_t>(ch - '0');
-  }
-  return true;
-}
-
-// Parses "<n>x<m>" (parse_small_count each); false when `key` is not one.
+// Parses "<n>x<m>" (decimal, no sign or leading zero); false when `key` is not one.
 inline bool parse_shape_key(std::string_view key, std::size_t& layers, std::size_t& shards) {
   const std::size_t x = key.find('x');
   if (x == std::string_view::npos) return false;
-  return parse_small_count(key.substr(0, x), layers) && parse_small_count(key.substr(x + 1), shards);
+  auto number = [](std::string_view s, std::size_t& out) {
+    if (s.empty() || s.size() > 6 || s[0] == '0') return false;
+    out = 0;
+    for (const char ch : s) {
+      if (ch < '0' || ch > '9') return false;
+      out = out * 10 + static_cast<std::size_t>(ch - '0');
+    }
+    return true;
+  };
+  return number(key.substr(0, x), layers) && number(key.substr(x + 1), shards);
 }
 
 // STORE.heads.json beside the store.
@@ -224,23 +217,17 @@ struct HeadsFile {
     return &it->second;
   }
 
-  // The calibration accuracy of each n x m shape's head with every shard at `bits`: the one
-  // measured at that bitwidth where the file has it, else the one at the store's highest; NaN
-  // where the shape has no head. What PlannerOptions::shape_accuracy takes.
-  std::function<double(std::size_t, std::size_t, unsigned)> shape_accuracy() const {
-    std::map<std::pair<std::size_t, std::size_t>, const StoredHead*> table;
+  // The calibration accuracy of each n x m shape's head, NaN where there is none: what
+  // PlannerOptions::shape_accuracy takes.
+  std::function<double(std::size_t, std::size_t)> shape_accuracy() const {
+    std::map<std::pair<std::size_t, std::size_t>, double> table;
     for (const auto& [key, h] : heads) {
       std::size_t n = 0, m = 0;
-      if (parse_shape_key(key, n, m)) table[{n, m}] = &h;
+      if (parse_shape_key(key, n, m)) table[{n, m}] = h.calibration_accuracy;
     }
-    // Copies of the accuracies only: the function outlives this file in the planner.
-    std::map<std::pair<std::size_t, std::size_t>, std::pair<double, std::map<unsigned, double>>> acc;
-    for (const auto& [shape, h] : table) acc[shape] = {h->calibration_accuracy, h->calibration_accuracy_by_bits};
-    return [acc = std::move(acc)](std::size_t n, std::size_t m, unsigned bits) {
-      const auto it = acc.find({n, m});
-      if (it == acc.end()) return std::nan("");
-      const auto at = it->second.second.find(bits);
-      return at == it->second.second.end() ? it->second.first : at->second;
+    return [table = std::move(table)](std::size_t n, std::size_t m) {
+      const auto it = table.find({n, m});
+      return it == table.end() ? std::nan("") : it->second;
     };
   }
 
@@ -250,11 +237,6 @@ struct HeadsFile {
       nlohmann::json j = head_to_json(h.head);
       j["train_accuracy"] = h.train_accuracy;
       j["calibration_accuracy"] = h.calibration_accuracy;
-      if (!h.calibration_accuracy_by_bits.empty()) {
-        nlohmann::json by_bits = nlohmann::json::object();
-        for (const auto& [bits, a] : h.calibration_accuracy_by_bits) by_bits[std::to_string(bits)] = a;
-        j["calibration_accuracy_by_bits"] = std::move(by_bits);
-      }
       j["ranking"] = h.ranking.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.ranking);
       hs[key] = std::move(j);
     }
@@ -270,10 +252,7 @@ struct HeadsFile {
   static HeadsFile from_json(const nlohmann::json& j, std::string_view file) {
     if (!j.is_object()) fail_in_file(file, "must be a JSON object, got ", json_excerpt(j));
     json_only_keys(j, {"format", "version", "store", "num_layers", "shards_per_layer", "split", "heads"}, "", file);
-    // Version 2 is version 3 without "calibration_accuracy_by_bits".
-    const bool version2 = j.contains("version") && j["version"] == 2;
-    json_check_format(j, kHeadsFormatName, "a heads file", version2 ? 2 : kHeadsVersion,
-                      "; tools/train_heads writes it", "", file);
+    json_check_format(j, kHeadsFormatName, "a heads file", kHeadsVersion, "; tools/train_heads writes it", "", file);
     HeadsFile h;
     h.store = json_string_member(j, "store", "", file);
     const std::uint64_t layers = json_whole(json_member(j, "num_layers", "", file), "\"num_layers\"", "", file);
@@ -303,38 +282,19 @@ struct HeadsFile {
       if (!value.is_object()) fail_in_file(file, where, ": must be a JSON object");
       nlohmann::json core = value;
       StoredHead stored;
-      auto fraction = [&](const nlohmann::json& v, std::string_view name) {
-        if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1)) {
-          fail_in_file(file, where, ": ", name, " must be a number in [0, 1], got ", json_excerpt(v));
-        }
-        return v.get<double>();
-      };
       auto accuracy = [&](const char* name) {
         const auto acc = core.find(name);
         if (acc == core.end()) fail_in_file(file, where, ": missing \"", std::string_view(name), "\"");
-        const double v = fraction(*acc, concat("\"", name, "\""));
+        if (!acc->is_number() || !(acc->get<double>() >= 0 && acc->get<double>() <= 1)) {
+          fail_in_file(file, where, ": \"", std::string_view(name), "\" must be a number in [0, 1], got ",
+                       json_excerpt(*acc));
+        }
+        const double v = acc->get<double>();
         core.erase(acc);
         return v;
       };
       stored.train_accuracy = accuracy("train_accuracy");
       stored.calibration_accuracy = accuracy("calibration_accuracy");
-      if (const auto by_bits = core.find("calibration_accuracy_by_bits"); by_bits != core.end()) {
-        if (version2) fail_in_file(file, where, ": \"calibration_accuracy_by_bits\" needs version 3");
-        if (!by_bits->is_object()) {
-          fail_in_file(file, where, ": \"calibration_accuracy_by_bits\" must be an object, got ",
-                       json_excerpt(*by_bits));
-        }
-        for (const auto& [bits_text, a] : by_bits->items()) {
-          std::size_t bits = 0;
-          if (!parse_small_count(bits_text, bits) || bits > 32) {
-            fail_in_file(file, where, ": \"calibration_accuracy_by_bits\" has the key \"",
-                         std::string_view(bits_text).substr(0, 40), "\", not a bitwidth 1..32");
-          }
-          stored.calibration_accuracy_by_bits[static_cast<unsigned>(bits)] =
-              fraction(a, concat("\"calibration_accuracy_by_bits\".\"", bits_text, "\""));
-        }
-        core.erase(by_bits);
-      }
       const auto ranking = core.find("ranking");
       if (ranking == core.end()) fail_in_file(file, where, ": missing \"ranking\" (null for none)");
       if (!ranking->is_null()) {

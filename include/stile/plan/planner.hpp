@@ -130,17 +130,10 @@ struct PlannerOptions {
   // The exact bytes of a store's version, for fitting the preload budget (the engine passes the
   // store's); empty: the profile's mean bytes of one version at that bitwidth, rounded up.
   std::function<std::size_t(const ShardKey&)> version_bytes;
-  // Ours: the accuracy of each uniform n x m submodel with every shard at `bits` (the calibration
-  // accuracy of its head, HeadsFile::shape_accuracy: measured at that bitwidth where the heads file
-  // has it; NaN: no head, not a candidate). Given, the planner takes the most accurate shape whose
-  // plan fits, bits included, instead of the largest one and dropping shards one at a time
-  // (docs/planner.md).
-  std::function<double(std::size_t layers, std::size_t shards, unsigned bits)> shape_accuracy;
-  // Plans that score within this of the best count as equally accurate, and the one with the most
-  // shards (then layers) of them is taken: calibration accuracies are measured on a sample (on
-  // 1000 rows at 90%, one standard error is 0.0095), and a larger submodel is the better bet
-  // within the noise.
-  double accuracy_tolerance = 0.01;
+  // Ours: the accuracy of each uniform n x m submodel (the calibration accuracy of its head,
+  // HeadsFile::shape_accuracy; NaN: no head, not a candidate). Given, the shrink takes the most
+  // accurate shape that fits instead of dropping shards one at a time (docs/planner.md).
+  std::function<double(std::size_t layers, std::size_t shards)> shape_accuracy;
   // Pass 2's order; empty: the importance order. For ablations (random orders).
   ImportanceOrder upgrade_order;
   // A layer's IO time (pipeline_estimate.hpp's layer_io_model: the engine's, one latency per
@@ -396,51 +389,32 @@ inline void drop_least_important(SubmodelPlan& plan, const ImportanceOrder& orde
   }
 }
 
-using ShapeAccuracy = std::function<double(std::size_t, std::size_t, unsigned)>;
-
-// A plan of n x m shards scored by the mean over its shards of the shape's accuracy at each
-// shard's bitwidth: mixed bitwidths interpolated between the uniform ones (no head is measured on
-// a mixed plan).
-inline double plan_accuracy(const SubmodelPlan& plan, std::size_t n, std::size_t m, const ShapeAccuracy& accuracy) {
-  double total = 0;
-  std::size_t count = 0;
-  for (const auto& layer : plan.layers) {
-    for (const ShardChoice& c : layer) {
-      total += accuracy(n, m, c.bits);
-      ++count;
-    }
-  }
-  return count == 0 ? std::nan("") : total / static_cast<double>(count);
-}
-
-struct CandidateShape {
-  double best_accuracy;  // the most any plan of the shape can score: its best bitwidth's
-  std::size_t n, m;
-};
-
-// The uniform shapes whose compute fits T and that have an accuracy at every bitwidth from
-// `lowest` up, best possible accuracy first (ties: more shards, then deeper).
-inline std::vector<CandidateShape> candidate_shapes(const DeviceProfile& profile, std::size_t tokens, double target_ms,
-                                                    unsigned lowest, const ShapeAccuracy& accuracy) {
-  std::vector<CandidateShape> shapes;
+// The uniform shapes whose compute fits T and that have an accuracy, most accurate first (ties:
+// more shards, then deeper).
+inline std::vector<std::pair<std::size_t, std::size_t>> shapes_by_accuracy(
+    const DeviceProfile& profile, std::size_t tokens, double target_ms,
+    const std::function<double(std::size_t, std::size_t)>& accuracy) {
+  struct Shape {
+    double accuracy;
+    std::size_t n, m;
+  };
+  std::vector<Shape> shapes;
   for (std::size_t n = 1; n <= profile.num_layers; ++n) {
     for (std::size_t m = 1; m <= profile.shards_per_layer; ++m) {
+      const double a = accuracy(n, m);
+      if (std::isnan(a)) continue;
       if (static_cast<double>(n) * conservative_layer_ms(profile, tokens, m) > target_ms + kBudgetToleranceMs) continue;
-      double best = -1;
-      for (const unsigned b : profile.bits) {
-        if (b >= lowest) best = std::max(best, accuracy(n, m, b));  // NaN leaves it; checked below
-      }
-      bool complete = true;
-      for (const unsigned b : profile.bits) complete = complete && (b < lowest || !std::isnan(accuracy(n, m, b)));
-      if (complete) shapes.push_back({best, n, m});
+      shapes.push_back({a, n, m});
     }
   }
-  std::stable_sort(shapes.begin(), shapes.end(), [](const CandidateShape& a, const CandidateShape& b) {
-    if (a.best_accuracy != b.best_accuracy) return a.best_accuracy > b.best_accuracy;
+  std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& a, const Shape& b) {
+    if (a.accuracy != b.accuracy) return a.accuracy > b.accuracy;
     if (a.n * a.m != b.n * b.m) return a.n * a.m > b.n * b.m;
     return a.n > b.n;
   });
-  return shapes;
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const Shape& s : shapes) out.emplace_back(s.n, s.m);
+  return out;
 }
 
 }  // namespace planner_detail
@@ -501,40 +475,18 @@ inline ElasticPlan plan_elastic(const DeviceProfile& profile, std::size_t tokens
   } else {
     preload = ctx.preload_of(plan, preload_bits);
     out.uniform_bits = ctx.pass1(plan, preload);
-    if (options.shrink && options.shape_accuracy) {
-      // Each shape's plan after pass 1, scored at its bitwidths (pass 2 then raises what it can
-      // of the chosen one only: scoring every shape after pass 2 would cost a planning pass per
-      // shard and bitwidth of each). Of the valid ones within the tolerance of the best score, the
-      // most shards, then the deepest.
-      struct Scored {
-        double accuracy;
-        std::size_t n, m;
-        unsigned bits;
-      };
-      std::vector<Scored> valid;
-      double best = -1;
-      for (const d::CandidateShape& c : d::candidate_shapes(profile, tokens, T, lowest, options.shape_accuracy)) {
-        if (c.best_accuracy < best - options.accuracy_tolerance) break;  // sorted: no later one counts
-        SubmodelPlan candidate = SubmodelPlan::uniform(c.n, c.m, highest, imp.ranking);
-        const unsigned bits = ctx.pass1(candidate, ctx.preload_of(candidate, preload_bits));
+    if (out.uniform_bits == 0 && options.shrink && options.shape_accuracy) {
+      for (const auto& [n, m] : d::shapes_by_accuracy(profile, tokens, T, options.shape_accuracy)) {
+        SubmodelPlan candidate = SubmodelPlan::uniform(n, m, highest, imp.ranking);
+        std::set<ShardKey> candidate_preload = ctx.preload_of(candidate, preload_bits);
+        const unsigned bits = ctx.pass1(candidate, candidate_preload);
         if (bits == 0) continue;
-        const double a = d::plan_accuracy(candidate, c.n, c.m, options.shape_accuracy);
-        valid.push_back({a, c.n, c.m, bits});
-        best = std::max(best, a);
-      }
-      const Scored* chosen = nullptr;
-      for (const Scored& v : valid) {
-        if (v.accuracy < best - options.accuracy_tolerance) continue;
-        if (!chosen || v.n * v.m > chosen->n * chosen->m || (v.n * v.m == chosen->n * chosen->m && v.n > chosen->n)) {
-          chosen = &v;
-        }
-      }
-      if (chosen) {
-        plan = SubmodelPlan::uniform(chosen->n, chosen->m, highest, imp.ranking);
-        preload = ctx.preload_of(plan, preload_bits);
-        out.uniform_bits = ctx.pass1(plan, preload);
-        out.dropped_layers = cp.layers > chosen->n ? cp.layers - chosen->n : 0;
-        out.dropped_shards = cp.shards > chosen->m ? chosen->n * (cp.shards - chosen->m) : 0;
+        out.uniform_bits = bits;
+        out.dropped_layers = cp.layers > n ? cp.layers - n : 0;
+        out.dropped_shards = cp.shards > m ? n * (cp.shards - m) : 0;
+        plan = std::move(candidate);
+        preload = std::move(candidate_preload);
+        break;
       }
     }
     while (out.uniform_bits == 0 && options.shrink && (plan.layers.size() > 1 || plan.layers[0].size() > 1)) {
@@ -626,7 +578,7 @@ class Planner {
     cache_.clear();
   }
 
-  void set_shape_accuracy(std::function<double(std::size_t, std::size_t, unsigned)> accuracy) {
+  void set_shape_accuracy(std::function<double(std::size_t, std::size_t)> accuracy) {
     options_.shape_accuracy = std::move(accuracy);
     cache_.clear();
   }
