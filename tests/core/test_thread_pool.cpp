@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -60,4 +64,27 @@ TEST_CASE("thread pool serves callers on several threads and nested calls", "[co
   job();
   other.join();
   CHECK(total.load() == 2 * 100 * 8 * 3);
+}
+
+TEST_CASE("a task that calls another pool can still nest calls to its own", "[core]") {
+  // Before the fix, returning from Q.run cleared which pool the thread was running for: the
+  // nested P.run below then waited for P's lock, held by the job it is part of (a deadlock).
+  stile::ThreadPool p(2), q(2);
+  std::atomic<int> total{0};
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  std::thread([&] {
+    for (int round = 0; round < 50; ++round) {
+      p.run(4, [&](std::size_t, std::size_t) {
+        q.run(2, [&](std::size_t, std::size_t) { total.fetch_add(1); });
+        p.run(3, [&](std::size_t, std::size_t) { total.fetch_add(10); });
+      });
+    }
+    finished.set_value();
+  }).detach();
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fputs("a nested call deadlocked after a call to another pool\n", stderr);
+    std::_Exit(1);  // the deadlocked threads cannot be joined
+  }
+  CHECK(total.load() == 50 * 4 * (2 + 30));
 }

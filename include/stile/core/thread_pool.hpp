@@ -102,10 +102,14 @@ class ThreadPool {
       return;
     }
     std::lock_guard<std::mutex> one_job_at_a_time(run_mutex_);
+    // The pool this thread was running for, back on return: a task of another pool (or one of
+    // its workers) that calls this pool must still see its own pool afterwards, or its next
+    // nested call would queue behind the job it is part of.
+    struct Restore {
+      ThreadPool* previous = running_pool();
+      ~Restore() { running_pool() = previous; }
+    } restore;
     running_pool() = this;
-    struct Reset {
-      ~Reset() { running_pool() = nullptr; }
-    } reset;
     require(num_tasks <= kMaxTasks, "ThreadPool::run: too many tasks in one call");
     using Fn = std::remove_reference_t<F>;
     job_ctx_ = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
