@@ -15,9 +15,10 @@
 //      bitwidth and vector width (DictAutoLookup below); on AVX-512, 32- and 64-entry tables are
 //      looked up two 16-entry slices at a time (vpermt2ps);
 // then the outliers of the panel are patched over it (a binary search in the sorted keys).
-// Whole groups at 4..6 bits on AVX2, SSE4 (4, 5) and NEON take the byte-plane decoder of
-// dict_bytes-inl.h instead (DictLookup::kBytes): byte shuffles over the centroids' bytes; on the
-// AVX3 targets, where the CPU has VBMI, the 64-entry byte lookups of dict_vbmi-inl.h.
+// Whole groups at 3..6 bits on AVX2 and SSE4 (6 bits there for fp16 dictionaries only) and at
+// 2..6 bits on NEON take the byte-plane decoder of dict_bytes-inl.h instead (DictLookup::kBytes):
+// byte shuffles over the centroids' bytes; on the AVX3 targets, where the CPU has VBMI, the
+// 64-entry byte lookups of dict_vbmi-inl.h.
 // Vectors that start off a vector boundary (stacked blocks of odd row counts) and the scalar
 // target take a plain scalar loop over quant::slab_index.
 #if defined(STILE_KERNELS_DICT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -94,15 +95,25 @@ constexpr DictLookup DictVectorLookup() {
 // on NEON tbl looks up 32 or 64 bytes in one instruction (compared by instruction count: qemu's
 // time means nothing). AVX-512 keeps its two-table tree, faster than bytes at 256 bits. On AVX2
 // also at 3 bits, where the fp16 planes (dict_bytes-inl.h) decode faster than the tree (docs/results.md,
-// issue 23, machine E, the fp16 planes).
+// issue 23, machine E, the fp16 planes); on SSE4 at 3 bits (either planes beat the tree on machine
+// E) and at 6 bits, but there only for dictionaries that take the fp16 planes (DictBytesHalfOnly);
+// on NEON from 2 bits (with either planes fewer instructions than the four-lane tree: docs/results.md,
+// issue 23, fp16 planes on NEON and SSE4).
 template <std::size_t kNR, unsigned kBits, std::size_t kLanes>
 constexpr DictLookup DictAutoLookup() {
-  constexpr bool kSse = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3;
-  constexpr unsigned kFirst = HWY_TARGET == HWY_AVX2 ? 3 : 4;
-  if constexpr (kLanes <= 8 && kBits >= kFirst && DictBytesSupported<kNR, kBits>() && !(kSse && kBits == 6)) {
+  constexpr unsigned kFirst = HWY_TARGET == HWY_NEON ? 2 : HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 3 : 4;
+  constexpr bool kSsse3Six = HWY_TARGET == HWY_SSSE3 && kBits == 6;
+  if constexpr (kLanes <= 8 && kBits >= kFirst && DictBytesSupported<kNR, kBits>() && !kSsse3Six) {
     return DictLookup::kBytes;
   }
   return DictVectorLookup<kBits, kLanes>();
+}
+// Where the automatic choice takes the byte decoder only if the dictionary takes the fp16 planes,
+// the other lookup otherwise: SSE4 at 6 bits, where the four planes lose to the emulated gather
+// and the fp16 planes beat it (docs/results.md, issue 23, fp16 planes on NEON and SSE4).
+template <unsigned kBits>
+constexpr bool DictBytesHalfOnly() {
+  return HWY_TARGET == HWY_SSE4 && kBits == 6;
 }
 
 #ifdef STILE_DICT_VBMI
@@ -366,10 +377,11 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
     if constexpr (kBytes) {
       // Whole groups (or halves of groups, kNR = 8) that start on a group (half) boundary.
       constexpr std::size_t kW = kNR < quant::kGroupRows ? kNR : quant::kGroupRows;
+      constexpr bool kHalfOnly = kLookup == DictLookup::kAuto && DictBytesHalfOnly<kBits>();
       if (r0 % kW == 0 && col % kW == 0 && cnt >= kW) {
         const DictBytePlanes<kBits> planes(m.centroids);
         const std::uint8_t* end = m.packed + quant::packed_bytes(m.n_rows, m.n_cols, kBits);
-        for (; first + kW <= cnt; first += kW) {
+        for (; (planes.half || !kHalfOnly) && first + kW <= cnt; first += kW) {
           const std::size_t r = r0 + first;
           const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
           DictDecodeBytes<kNR, kBits>(planes, slab, end, r % quant::kGroupRows, kc, dst + first);

@@ -17,12 +17,13 @@
 // starting on a group; a last group with fewer valid rows takes dict-inl.h's other paths.
 //
 // Dictionaries whose centroids are all fp16 values (the converter rounds them so:
-// quant/dictionary.hpp) take half of that on the x86 targets with 256-bit vectors, which all have
-// F16C: two byte planes (the fp16 bits), one zip level, then vcvtph2ps, which is exact (every
-// fp16 value is a float). Whether a dictionary qualifies is checked where its planes are made,
-// by the same conversions the decode uses (fp32 -> fp16 -> fp32 giving back every centroid's
-// bits), so a decoded weight is its centroid bit for bit either way; other dictionaries (stores
-// converted before the rounding) take the four planes.
+// quant/dictionary.hpp) take half of that on the targets with an fp16 -> fp32 conversion (x86
+// with 256-bit vectors, all of which have F16C; AArch64's NEON; SSE4 without it): two byte planes
+// (the fp16 bits), one zip level, then the conversion, which is exact (every fp16 value is a
+// float). Whether a dictionary qualifies is checked where its planes are made, by the conversion
+// the decode uses (fp16 bits -> fp32 giving back every centroid's bits), so a decoded weight is
+// its centroid bit for bit either way; other dictionaries (stores converted before the rounding)
+// take the four planes.
 #if defined(STILE_KERNELS_DICT_BYTES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STILE_KERNELS_DICT_BYTES_INL_H_
 #undef STILE_KERNELS_DICT_BYTES_INL_H_
@@ -54,15 +55,58 @@ constexpr bool DictBytesSupported() {
 }
 
 // Whether this target has the two-plane fp16 path: x86 with 256-bit vectors (AVX2 and the AVX3
-// targets; every such CPU has F16C, which Highway's PromoteTo/DemoteTo use there). A macro, set
+// targets; every such CPU has F16C, which Highway's PromoteTo uses there), AArch64's NEON
+// (fcvtl, always there) and SSE4 (a conversion of its own: DictHalvesToFloats). A macro, set
 // again for each target this file is compiled for, since the path's code is compiled only there.
 #undef STILE_DICT_HALF_PLANES
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || \
+    (HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64) || HWY_TARGET == HWY_SSE4
 #define STILE_DICT_HALF_PLANES 1
 #else
 #define STILE_DICT_HALF_PLANES 0
 #endif
 constexpr bool DictHalfPlanes() { return STILE_DICT_HALF_PLANES != 0; }
+// Whether the decoder works on 256-bit vectors (two slabs at once): AVX2 and AVX-512.
+#undef STILE_DICT_BYTES_256
+#if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_NEON
+#define STILE_DICT_BYTES_256 1
+#else
+#define STILE_DICT_BYTES_256 0
+#endif
+
+#if STILE_DICT_HALF_PLANES
+// The 8 fp16 bit patterns in h as floats, into out[0..7] (aligned): exact. The decoder's only
+// conversion, also the one that decides whether a dictionary takes the fp16 planes.
+HWY_INLINE void DictHalvesToFloats(hn::Vec128<std::uint16_t> h, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_NEON
+  const float16x8_t f16 = vreinterpretq_f16_u16(h.raw);
+  vst1q_f32(out, vcvt_f32_f16(vget_low_f16(f16)));
+  vst1q_f32(out + 4, vcvt_high_f32_f16(f16));
+#elif HWY_TARGET == HWY_SSE4
+  // No F16C, and Highway 1.0.3's emulated PromoteTo (13 ops per 4 lanes) made the two planes
+  // slower than four (docs/results.md, issue 23, fp16 byte planes on NEON and SSE4). 3 ops per 4 lanes instead:
+  // h << 16 shifted right by 3 (arithmetic) and masked is the sign at bit 31 and fp16's exponent
+  // and mantissa where fp32 has them, a float 2^-112 times the value (a denormal for fp16's
+  // subnormals); times 2^112 gives the value exactly. fp16's Inf and NaN come out finite, which
+  // MakeHalf then turns away, as it would any difference (a CPU flushing denormals, too).
+  const hn::Full128<float> df4;
+  const hn::Full128<std::int32_t> di32;
+  const hn::Full128<std::uint16_t> du16;
+  const auto mask = hn::Set(di32, static_cast<std::int32_t>(0x8FFFE000u));
+  const auto scale = hn::Set(df4, 0x1p112f);
+  const auto convert = [&](hn::Vec128<std::uint32_t> h32) {  // h << 16 in each lane
+    return hn::BitCast(df4, hn::And(hn::ShiftRight<3>(hn::BitCast(di32, h32)), mask)) * scale;
+  };
+  const hn::Full128<std::uint32_t> du32;
+  hn::Store(convert(hn::ZipLower(du32, hn::Zero(du16), h)), df4, out);
+  hn::Store(convert(hn::ZipUpper(du32, hn::Zero(du16), h)), df4, out + 4);
+#else
+  const hn::CappedTag<float, 8> df8;
+  const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
+  hn::Store(hn::PromoteTo(df8, hn::BitCast(dh8, h)), df8, out);
+#endif
+}
+#endif
 
 // The centroids as four 64-entry byte tables: planes[b][i] = byte b (little-endian) of
 // centroid i; entries past 2^k are zero. half: every centroid is an fp16 value (DictHalfPlanes
@@ -91,20 +135,25 @@ struct DictBytePlanes {
   // The fp16 planes, if converting every centroid to fp16 and back gives its exact bits.
   bool MakeHalf(const float* centroids) {
 #if STILE_DICT_HALF_PLANES
-    const hn::CappedTag<float, (kEntries < 8 ? kEntries : 8)> df;
-    const hn::RebindToUnsigned<decltype(df)> du;
+    // Candidate bits: Highway's DemoteTo of |c|, c's sign put back (Highway 1.0.3's emulated
+    // DemoteTo, on SSE4, drops the sign of -0); they count only if the decoder's conversion gives
+    // c back.
+    const hn::CappedTag<float, 4> df;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
     const hn::RebindToUnsigned<decltype(dh)> duh;
-    constexpr std::size_t kLanes = hn::MaxLanes(df);
-    HWY_ALIGN std::uint16_t bits[kEntries];
-    auto differs = hn::Ne(hn::Zero(du), hn::Zero(du));  // all false
-    for (std::size_t i = 0; i < kEntries; i += kLanes) {
-      const auto c = hn::LoadU(df, centroids + i);
-      const auto h = hn::DemoteTo(dh, c);
-      differs = hn::Or(differs, hn::Ne(hn::BitCast(du, hn::PromoteTo(df, h)), hn::BitCast(du, c)));
-      hn::StoreU(hn::BitCast(duh, h), duh, bits + i);
+    HWY_ALIGN std::uint16_t bits[kSize] = {};
+    HWY_ALIGN float back[kSize];
+    for (std::size_t i = 0; i < kEntries; i += 4) {
+      hn::StoreU(hn::BitCast(duh, hn::DemoteTo(dh, hn::Abs(hn::LoadU(df, centroids + i)))), duh, bits + i);
     }
-    if (!hn::AllFalse(du, differs)) return false;
+    for (std::size_t i = 0; i < kEntries; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &centroids[i], sizeof(u));
+      bits[i] = static_cast<std::uint16_t>(bits[i] | ((u >> 16) & 0x8000u));
+    }
+    const hn::Full128<std::uint16_t> du16;
+    for (std::size_t i = 0; i < kEntries; i += 8) DictHalvesToFloats(hn::Load(du16, bits + i), back + i);
+    if (std::memcmp(back, centroids, kEntries * sizeof(float)) != 0) return false;
     for (std::size_t i = 0; i < kEntries; ++i) {
       planes[0][i] = static_cast<std::uint8_t>(bits[i]);
       planes[1][i] = static_cast<std::uint8_t>(bits[i] >> 8);
@@ -232,12 +281,9 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
   std::size_t k = 0;
 #if STILE_DICT_HALF_PLANES
   if (t.half) {
-    // fp16 planes: per 256-bit vector (two slabs, k and k + 1) two lookups instead of four, one
-    // zip level instead of two, then four vcvtph2ps; a last odd k by itself in a 128-bit vector.
-    const hn::CappedTag<std::uint8_t, 32> d32;
-    const hn::Half<hn::Repartition<std::uint16_t, decltype(d32)>> du16x8;  // one 128-bit block
-    const hn::CappedTag<float, 8> df8;
-    const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
+    // fp16 planes: two lookups instead of four, one zip level instead of two, then the
+    // conversion; with 256-bit vectors two slabs (k and k + 1) at once, a last odd k by itself
+    // in a 128-bit vector as the 128-bit targets do every k.
     // Lanes 0..7 (lo) and 8..15 (hi) of each block's slab as fp16 bits, 16-bit lanes.
     const auto halves = [&](auto d, hn::Vec<decltype(d)> raw, auto* lo, auto* hi) {
       const hn::Repartition<std::uint16_t, decltype(d)> du16;
@@ -247,7 +293,9 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
       *lo = hn::ZipLower(du16, b0, b1);
       *hi = hn::ZipUpper(du16, b0, b1);
     };
-    const auto to_floats = [&](hn::Vec128<std::uint16_t> h) { return hn::PromoteTo(df8, hn::BitCast(dh8, h)); };
+#if STILE_DICT_BYTES_256
+    const hn::CappedTag<std::uint8_t, 32> d32;
+    const hn::Half<hn::Repartition<std::uint16_t, decltype(d32)>> du16x8;  // one 128-bit block
     for (; k + 2 <= kc; k += 2) {
       const std::uint8_t* p = slab + k * kSlab;
       const auto raw = hn::Combine(d32, DictLoadSlab<kBits>(d16, p + kSlab, end), DictLoadSlab<kBits>(d16, p, end));
@@ -257,31 +305,32 @@ HWY_INLINE void DictDecodeBytes(const DictBytePlanes<kBits>& t, const std::uint8
       float* HWY_RESTRICT o1 = o0 + kNR;
       // Block 0 is k's lanes, block 1 is k + 1's.
       if constexpr (kW == 16) {
-        hn::Store(to_floats(hn::LowerHalf(lo)), df8, o0);
-        hn::Store(to_floats(hn::LowerHalf(hi)), df8, o0 + 8);
-        hn::Store(to_floats(hn::UpperHalf(du16x8, lo)), df8, o1);
-        hn::Store(to_floats(hn::UpperHalf(du16x8, hi)), df8, o1 + 8);
+        DictHalvesToFloats(hn::LowerHalf(lo), o0);
+        DictHalvesToFloats(hn::LowerHalf(hi), o0 + 8);
+        DictHalvesToFloats(hn::UpperHalf(du16x8, lo), o1);
+        DictHalvesToFloats(hn::UpperHalf(du16x8, hi), o1 + 8);
       } else {
         const auto h = o == 0 ? lo : hi;
-        hn::Store(to_floats(hn::LowerHalf(h)), df8, o0);
-        hn::Store(to_floats(hn::UpperHalf(du16x8, h)), df8, o1);
+        DictHalvesToFloats(hn::LowerHalf(h), o0);
+        DictHalvesToFloats(hn::UpperHalf(du16x8, h), o1);
       }
     }
+#endif
     for (; k < kc; ++k) {
       hn::Vec128<std::uint16_t> lo, hi;
       halves(d16, DictLoadSlab<kBits>(d16, slab + k * kSlab, end), &lo, &hi);
       float* HWY_RESTRICT o0 = out + k * kNR;
       if constexpr (kW == 16) {
-        hn::Store(to_floats(lo), df8, o0);
-        hn::Store(to_floats(hi), df8, o0 + 8);
+        DictHalvesToFloats(lo, o0);
+        DictHalvesToFloats(hi, o0 + 8);
       } else {
-        hn::Store(to_floats(o == 0 ? lo : hi), df8, o0);
+        DictHalvesToFloats(o == 0 ? lo : hi, o0);
       }
     }
     return;
   }
 #endif
-#if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_NEON
+#if STILE_DICT_BYTES_256
   // 256-bit vectors (AVX2, and AVX-512 at 256 bits): two k per vector, block 1 the next slab.
   const hn::CappedTag<std::uint8_t, 32> d32;
   const hn::Repartition<float, decltype(d32)> df8;
