@@ -73,7 +73,8 @@ TEST_CASE("a task that calls another pool can still nest calls to its own", "[co
   std::atomic<int> total{0};
   std::promise<void> finished;
   std::future<void> done = finished.get_future();
-  std::thread([&] {
+  // The promise lives in the thread, which may still be inside set_value() when done is ready.
+  std::thread([&, finished = std::move(finished)]() mutable {
     for (int round = 0; round < 50; ++round) {
       p.run(4, [&](std::size_t, std::size_t) {
         q.run(2, [&](std::size_t, std::size_t) { total.fetch_add(1); });
