@@ -381,10 +381,13 @@ HWY_NOINLINE void DictDecodeBlock(const DictMatrix& m, std::size_t r0, std::size
       if (r0 % kW == 0 && col % kW == 0 && cnt >= kW) {
         const DictBytePlanes<kBits> planes(m.centroids);
         const std::uint8_t* end = m.packed + quant::packed_bytes(m.n_rows, m.n_cols, kBits);
-        for (; (planes.half || !kHalfOnly) && first + kW <= cnt; first += kW) {
-          const std::size_t r = r0 + first;
-          const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
-          DictDecodeBytes<kNR, kBits>(planes, slab, end, r % quant::kGroupRows, kc, dst + first);
+        // Otherwise (kHalfOnly, four planes) every group takes the vector lookup below.
+        if (planes.half || !kHalfOnly) {
+          for (; first + kW <= cnt; first += kW) {
+            const std::size_t r = r0 + first;
+            const std::uint8_t* slab = m.packed + (r / quant::kGroupRows) * group_stride + k0 * kSlab;
+            DictDecodeBytes<kNR, kBits>(planes, slab, end, r % quant::kGroupRows, kc, dst + first);
+          }
         }
       }
     }

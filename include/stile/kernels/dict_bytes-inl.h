@@ -65,7 +65,6 @@ constexpr bool DictBytesSupported() {
 #else
 #define STILE_DICT_HALF_PLANES 0
 #endif
-constexpr bool DictHalfPlanes() { return STILE_DICT_HALF_PLANES != 0; }
 // Whether the decoder works on 256-bit vectors (two slabs at once): AVX2 and AVX-512.
 #undef STILE_DICT_BYTES_256
 #if HWY_TARGET != HWY_SSE4 && HWY_TARGET != HWY_SSSE3 && HWY_TARGET != HWY_NEON
@@ -109,16 +108,16 @@ HWY_INLINE void DictHalvesToFloats(hn::Vec128<std::uint16_t> h, float* HWY_RESTR
 #endif
 
 // The centroids as four 64-entry byte tables: planes[b][i] = byte b (little-endian) of
-// centroid i; entries past 2^k are zero. half: every centroid is an fp16 value (DictHalfPlanes
-// targets only); then planes[0] and [1] hold the bytes of the fp16 bits, [2] and [3] are unset.
+// centroid i; entries past 2^k are zero. half: every centroid is an fp16 value (on the
+// STILE_DICT_HALF_PLANES targets only: MakeHalf is false elsewhere); then planes[0] and [1] hold
+// the bytes of the fp16 bits, [2] and [3] are unset.
 template <unsigned kBits>
 struct DictBytePlanes {
   static constexpr std::size_t kEntries = std::size_t{1} << kBits;
   static constexpr std::size_t kSize = kEntries > 16 ? kEntries : 16;
   HWY_ALIGN std::uint8_t planes[4][kSize];
-  bool half = false;
-  explicit DictBytePlanes(const float* centroids) {
-    if constexpr (DictHalfPlanes()) half = MakeHalf(centroids);
+  bool half;
+  explicit DictBytePlanes(const float* centroids) : half(MakeHalf(centroids)) {
     const std::size_t n_planes = half ? 2 : 4;
     for (std::size_t b = 0; b < n_planes; ++b) {
       for (std::size_t i = kEntries; i < kSize; ++i) planes[b][i] = 0;
