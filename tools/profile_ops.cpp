@@ -3,7 +3,8 @@
 // processor (a CPU core, the measuring thread pinned to it, one thread), and the transfer cost
 // between each ordered pair of processors; then it executes a few mappings with the mapped forward on
 // those processors (the model's own weights) to fit the per-request cost and the per-call hand-off
-// between processors (calibrate/request_cost_profiler.hpp). The search tool (search_mapping) reads it.
+// between processors, per sequence length (calibrate/request_cost_profiler.hpp). The search tool
+// (search_mapping) reads it.
 //
 //   profile_ops --out minilm.ops.json
 //   profile_ops --model DIR --cpus 0,1 --tokens 16,32,64,128 --repeats 15 --fit-tokens 32,128 --out FILE
@@ -47,6 +48,13 @@ int main(int argc, char** argv) {
       .at_least(1);
   cli.flag("--fit-repeats", "N", "timed runs per executed mapping of the fit (the median is kept)", fit.repeats)
       .at_least(1);
+  cli.flag("--fit-moved-layers", "LIST",
+           "the fit's mappings that move the LayerNorms of the first N layers to the "
+           "other core, one per N",
+           fit.moved_layers);
+  cli.flag("--fit-spread", "N", "also execute N mappings per pair of cores with each node's core and format drawn",
+           fit.spread);
+  cli.flag("--fit-seed", "N", "seed of those draws", fit.seed);
   cli.flag("--out", "FILE", "where to write the profile", out);
   cli.flag("--out-before-fit", "FILE", "also write the profile before the request cost fit (version 1: no request "
            "cost, the per-call transfer cost of two spinning threads), to compare predictions with",
@@ -68,13 +76,14 @@ int main(int argc, char** argv) {
     stile::ProgressBar fit_bar("request cost fit");
     stile::fit_request_costs(p, model_dir, fit, &fit_bar);
     for (const std::size_t t : p.request_tokens) {
-      fmt::print("request cost at {} tokens: {:.1f} us on one processor, {:.1f} us on two or more\n", t,
-                 p.request_cost_us(1, t), p.request_cost_us(2, t));
-    }
-    for (std::size_t a = 0; a < p.processors.size(); ++a) {
-      for (std::size_t b = a + 1; b < p.processors.size(); ++b) {
-        fmt::print("hand-off {} <-> {}: {:.2f} us per call\n", p.processors[a], p.processors[b], p.transfer[a][b].call_us);
+      fmt::print("request cost at {} tokens: {:.1f} us", t, p.request_cost_us(1, t));
+      for (std::size_t a = 0; a < p.processors.size(); ++a) {
+        for (std::size_t b = a + 1; b < p.processors.size(); ++b) {
+          fmt::print("; hand-off {} <-> {}: {:.2f} us per call", p.processors[a], p.processors[b],
+                     p.transfer_at(a, b, t).call_us);
+        }
       }
+      fmt::print("\n");
     }
     p.save(out);
     fmt::print("wrote {} ({} processors, {} token counts)\n", out.string(), p.processors.size(), p.tokens.size());

@@ -232,8 +232,8 @@ TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs")
   CHECK(stile::critical_handoffs(g, c, stile::layer_norms_moved(g, f, 1, 0, 2), 0, 1) == Approx(8));
   CHECK(stile::critical_handoffs(g, c, stile::OpMapping::uniform(g.size(), 0), 0, 1) == 0);
 
-  // Samples made from request(1) = 10, request(2) = 100 at 32 tokens and 30 / 160 at 128, one
-  // hand-off of 5 us (pair 0) and 20 us (pair 1) at both lengths.
+  // Samples made from a request cost of 10 us at 32 tokens and 30 at 128, hand-offs of 5 / 12 us
+  // (pair 0) and 20 / 0 us (pair 1) at 32 / 128 tokens.
   std::vector<stile::RequestCostSample> s;
   auto add = [&](std::size_t tokens, std::size_t used, std::size_t pair, double nodes, double handoffs,
                  double measured) {
@@ -246,25 +246,27 @@ TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs")
   add(32, 1, 0, 1000, 0, 1009);  // residuals 9, 10, 40: the median is 10
   add(32, 1, 0, 2000, 0, 2010);
   add(32, 1, 0, 500, 0, 540);
-  for (const double h : {4.0, 12.0, 24.0}) add(32, 2, 0, 3000, h, 3000 + 100 + 5 * h);
-  for (const double h : {4.0, 24.0}) add(128, 2, 0, 9000, h, 9000 + 160 + 5 * h);
-  for (const double h : {4.0, 8.0}) add(32, 2, 1, 3000, h, 3000 + 100 + 20 * h);
-  for (const double h : {4.0, 8.0}) add(128, 2, 1, 9000, h, 9000 + 160 + 20 * h);
-  const stile::RequestCostFit fit = stile::fit_request_model(s, 2);
+  for (const double h : {4.0, 12.0, 24.0}) add(32, 2, 0, 3000, h, 3000 + 10 + 5 * h);
+  for (const double h : {4.0, 24.0}) add(128, 2, 0, 9000, h, 9000 + 30 + 12 * h);
+  for (const double h : {4.0, 8.0}) add(32, 2, 1, 3000, h, 3000 + 10 + 20 * h);
+  for (const double h : {4.0, 8.0}) add(128, 2, 1, 9000, h, 9000 + 30 - 3 * h);  // below the request cost: 0
+  const stile::RequestCostFit fit = stile::fit_request_model(s, 3);
   CHECK(fit.tokens == std::vector<std::size_t>{32, 128});
-  REQUIRE(fit.request1_us.size() == 2);
-  REQUIRE(fit.request2_us.size() == 2);
-  CHECK(fit.request1_us[0] == Approx(10));
-  CHECK(fit.request1_us[1] == Approx(30));
-  CHECK(fit.request2_us[0] == Approx(100));
-  CHECK(fit.request2_us[1] == Approx(160));
-  REQUIRE(fit.handoff_us.size() == 2);
-  CHECK(fit.handoff_us[0] == Approx(5));
-  CHECK(fit.handoff_us[1] == Approx(20));
-  // Residuals below the model are clamped at 0, not fitted as negative costs.
+  CHECK(fit.request_us == std::vector<double>{10, 30});
+  REQUIRE(fit.handoff_us.size() == 3);
+  REQUIRE(fit.handoff_us[0].size() == 2);
+  CHECK(fit.handoff_us[0][0] == Approx(5));
+  CHECK(fit.handoff_us[0][1] == Approx(12));
+  CHECK(fit.handoff_us[1] == std::vector<double>{20, 0});
+  CHECK(fit.handoff_us[2].empty());  // no runs on pair 2
+  // Residuals below the nodes are a negative request cost (the nodes over-predict the request).
   std::vector<stile::RequestCostSample> low{s[1]};
   low[0].measured_us = 900;
-  CHECK(stile::fit_request_model(low, 0).request1_us == std::vector<double>{0});
+  CHECK(stile::fit_request_model(low, 0).request_us == std::vector<double>{-100});
+  // A pair with runs at one length only.
+  std::vector<stile::RequestCostSample> partial(s.begin(), s.begin() + 7);
+  CHECK_THAT(error_of([&] { stile::fit_request_model(partial, 1); }),
+             Contains("processor pair 0 has no runs at 128 tokens"));
   // A length with two-processor runs but none on one processor.
   CHECK_THAT(error_of([&] { stile::fit_request_model({s[1], s.back()}, 2); }),
              Contains("no run on one processor at 128 tokens"));

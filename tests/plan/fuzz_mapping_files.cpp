@@ -39,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)stile::predict_latency_us(g, c, stile::OpMapping::uniform(g.size(), 0));
     }
     (void)p.request_cost_us(p.processors.size() + 1, p.tokens.back());  // the last row, at another length
+    if (p.processors.size() > 1) (void)p.transfer_us(0, 1, 64, p.tokens.back() + 1);
     (void)p.to_json().dump();
   });
   refused_or_read([&] {

@@ -252,8 +252,8 @@ TEST_CASE("op latency profile: lookups interpolate; the file round-trips") {
   CHECK(p.latency_us(0, OpNodeKind::kQkv, NumberFormat::kF32, 15) == 20);
   CHECK(p.latency_us(1, OpNodeKind::kQkv, NumberFormat::kF32, 30) == 100);  // extrapolated
   CHECK(p.latency_us(0, OpNodeKind::kQkv, NumberFormat::kF32, 1) == 0);     // never below 0
-  CHECK(p.transfer_us(0, 1, 10) == 7);
-  CHECK(p.transfer_us(1, 1, 10) == 0);
+  CHECK(p.transfer_us(0, 1, 10, 16) == 7);
+  CHECK(p.transfer_us(1, 1, 10, 16) == 0);
   CHECK_THAT(error_of([&] { p.latency_us(0, OpNodeKind::kQkv, NumberFormat::kInteger, 10); }),
              Contains("no latency of qkv in integer on cpu:0"));
   TempDir dir;
@@ -268,7 +268,7 @@ TEST_CASE("op latency profile: lookups interpolate; the file round-trips") {
   CHECK_THAT(error_of([&] { stile::OpCostTable::from_profile(other, q); }), Contains("another model shape"));
 }
 
-TEST_CASE("op latency profile: version 3 carries a request cost per token count; versions 2 and 1 still read") {
+TEST_CASE("op latency profile: version 4 has signed request costs and hand-offs per token count; 3, 2, 1 still read") {
   stile::OpLatencyProfile p = small_profile();
   CHECK_FALSE(p.request_measured);
   CHECK(p.request_cost_us(1, 10) == 0);
@@ -281,7 +281,7 @@ TEST_CASE("op latency profile: version 3 carries a request cost per token count;
   p.request_tokens = {8, 16};
   p.request_us = {{4, 20}, {100, 200}};
   p.request_measured = true;
-  CHECK(p.request_cost_note().empty());
+  CHECK_THAT(p.request_cost_note(), Contains("one hand-off cost") && Contains("(version 3)"));
   CHECK(p.request_cost_us(1, 10) == 8);    // interpolated as the nodes are
   CHECK(p.request_cost_us(2, 12) == 150);
   CHECK(p.request_cost_us(1, 4) == 0);     // extrapolated, never below 0
@@ -353,8 +353,54 @@ TEST_CASE("op latency profile: version 3 carries a request cost per token count;
   bad["request_us"][1] = {100.0};
   CHECK_THAT(refused(bad), Contains("\"request_us\"[1]") && Contains("one per request_tokens entry"));
   bad = j;
-  bad["version"] = 4;
-  CHECK_THAT(refused(bad), Contains("version 4 is not supported") && Contains("version 3, 2 or 1"));
+  bad["request_us"][0][0] = -1.0;  // negative: version 4 only
+  CHECK_THAT(refused(bad), Contains("\"request_us\"[0][0] must be a finite number >= 0"));
+  bad = j;
+  bad["transfer"][0]["call_us"] = {1.0, 2.0};  // one per length: version 4 only
+  CHECK_THAT(refused(bad), Contains("\"call_us\" must be a finite number >= 0"));
+
+  // Version 4: request costs of either sign, never extrapolated below min(0, the row's lowest), and a
+  // hand-off per length; the emulator takes both at the graph's length.
+  p.request_us = {{-40, 20}, {-40, 20}};
+  p.handoff_us[0][1] = p.handoff_us[1][0] = {10, 30};
+  CHECK(p.request_cost_note().empty());
+  CHECK(p.request_cost_us(1, 12) == -10);
+  CHECK(p.request_cost_us(2, 4) == -40);  // extrapolated: -70, held at the row's lowest
+  CHECK(p.transfer_at(0, 1, 12).call_us == 20);
+  CHECK(p.transfer_at(1, 0, 2).call_us == 0);  // extrapolated: -5, never below 0
+  CHECK(p.transfer_at(0, 1, 12).byte_us == 0.5);
+  CHECK(p.transfer_us(0, 1, 2, 16) == 31);
+  const nlohmann::json j4 = p.to_json();
+  CHECK(j4["version"] == 4);
+  CHECK(j4["request_us"] == nlohmann::json({{-40.0, 20.0}, {-40.0, 20.0}}));
+  CHECK(j4["transfer"][0]["call_us"] == nlohmann::json({10.0, 30.0}));
+  const stile::OpLatencyProfile four = stile::OpLatencyProfile::from_json(j4, "v4.json");
+  CHECK(four.handoff_us == p.handoff_us);
+  CHECK(four.request_us == p.request_us);
+  CHECK(four.to_json() == j4);
+  // At the graph's 10 tokens: one processor, 11 nodes of 10 us - 25; a transfer from processor 0 to
+  // 1, a hand-off of 15 us + 0.5 us x its bytes.
+  const stile::OpCostTable c4 = stile::OpCostTable::from_profile(g, four);
+  CHECK(stile::predict_latency_us(g, c4, stile::OpMapping::uniform(g.size(), 0)) == 110 - 25);
+  CHECK(c4.transfer[0][1].call_us == 15);
+  CHECK(c4.transfer[0][1].byte_us == 0.5);
+  // A request cost never makes a prediction negative.
+  stile::OpLatencyProfile cheap = four;
+  cheap.request_us = {{-1000, -1000}, {-1000, -1000}};
+  CHECK(stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, cheap),
+                                  stile::OpMapping::uniform(g.size(), 0)) == 0);
+  bad = j4;
+  bad["transfer"][0]["call_us"] = {1.0};
+  CHECK_THAT(refused(bad), Contains("\"call_us\" has 1 entries") && Contains("one per request_tokens entry"));
+  bad = j4;
+  bad["transfer"][0]["call_us"] = {1.0, -2.0};
+  CHECK_THAT(refused(bad), Contains("\"call_us\"[1] must be a finite number >= 0"));
+  bad = j4;
+  bad["request_us"][1][0] = nullptr;  // what nlohmann writes for NaN
+  CHECK_THAT(refused(bad), Contains("\"request_us\"[1][0] must be a finite number"));
+  bad = j4;
+  bad["version"] = 5;
+  CHECK_THAT(refused(bad), Contains("version 5 is not supported") && Contains("version 4, 3, 2 or 1"));
 }
 
 TEST_CASE("op latency profile: a processor added later has no entries and free transfers") {
@@ -365,8 +411,8 @@ TEST_CASE("op latency profile: a processor added later has no entries and free t
   CHECK(p.processors.back() == "opencl:0");
   REQUIRE(p.transfer.size() == 3);
   for (const auto& row : p.transfer) CHECK(row.size() == 3);
-  CHECK(p.transfer_us(0, 2, 100) == 0);
-  CHECK(p.transfer_us(0, 1, 10) == 7);  // the others' are kept
+  CHECK(p.transfer_us(0, 2, 100, 16) == 0);
+  CHECK(p.transfer_us(0, 1, 10, 16) == 7);  // the others' are kept
   CHECK(p.request_us == std::vector<std::vector<double>>{{12}, {150}, {150}});
   CHECK_FALSE(p.has(2, OpNodeKind::kQkv, NumberFormat::kF32));
   p.entry(2, OpNodeKind::kQkv, NumberFormat::kF32) = {1, 2};

@@ -1,24 +1,27 @@
 #pragma once
 // Fits what executing a mapping costs beyond its nodes: the op latency profile's request cost
 // (plan/op_latency_profile.hpp, request_us: the mapped forward's driver handing a request over,
-// the processors waking, the driver waking at the end) and the per-call part of the transfer
-// between two processors (the hand-off: a SignalCall on the producer's queue, the consumer's
-// WaitCall seeing it). Both are measured by executing mappings with the mapped forward
-// (hetero/mapped_forward.hpp) on the processors themselves and comparing each run with the
-// schedule emulator's prediction from the profile's node costs alone:
+// the processors waking, the driver waking at the end, and whatever the nodes timed one by one
+// leave out or over-count in a whole request) and the per-call part of the transfer between two
+// processors (the hand-off: a SignalCall on the producer's queue, the consumer's WaitCall seeing
+// it). Both are measured by executing mappings with the mapped forward (hetero/mapped_forward.hpp)
+// on the processors themselves and comparing each run with the schedule emulator's prediction
+// from the profile's node costs alone, at each sequence length the runs use:
 //
-//   * every node on one CPU processor q: residual = request(1);
-//   * every node on processor a but the two LayerNorms of the first j layers, which go to b
-//     (j = 1, 3, 6: 4 to 24 hand-offs on the critical path, both directions): residual =
-//     request(2) + h_ab x H, where H is the number of hand-offs on the emulated critical path (the
-//     makespan's growth per microsecond of hand-off).
+//   * every node on one CPU processor q: residual = request;
+//   * per pair (a, b) of processors, mappings over both: residual = request + h_ab x H, where H is
+//     the number of hand-offs on the emulated critical path (the makespan's growth per microsecond
+//     of hand-off). The mappings: every node on a but the LayerNorms of the first j layers, which
+//     go to b (j = 1, 3, 6: 4 to 24 hand-offs, both directions), and, for a pair of CPU
+//     processors, `spread` mappings with each node's processor and format drawn (the mappings a
+//     search explores; 15-28 hand-offs for MiniLM).
 //
-// Each is fitted at every sequence length the runs use, since the request cost grows with the
-// request (one cost fitted at 128 tokens over-predicted 32-token requests): request(1) at a
-// length is the median residual of the first kind at that length; request(2) at each length and h
-// of the first pair by least squares on the second kind (one h, an intercept per length); a later
-// pair's h with request(2) fixed. Costs are clamped at 0; more than two processors in use get
-// request(2). The per-byte transfer cost is the profiler's (cache
+// request at a length is the median residual of the first kind there, of either sign (the nodes
+// over-predict short requests: docs/results.md, issue 19), and the same for any number of
+// processors; h_ab at a length is the least-squares slope through it of the pair's runs there,
+// clamped at 0. A free intercept per processor count was tried: it made two-processor requests
+// cheaper than one-processor ones at 32 tokens, so a search moved single nodes to the slow core
+// for a predicted gain that did not exist. The per-byte transfer cost is the profiler's (cache
 // misses, calibrate/op_latency_profiler.hpp); the hand-off replaces its per-call part, which a
 // pair of spinning threads measures far below what the runtime's queues take.
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,7 +61,9 @@ inline Encoding synthetic_encoding(std::size_t tokens, std::size_t vocab = 30522
 // The median latency (microseconds, `repeats` runs after 3 warm-up runs) of a mapped forward over
 // its processors as the op graph counts it: the driving thread (this one, unpinned) enqueues the
 // request and sleeps until the processors are done, then pools and runs a 2-class head's dot
-// products itself (the graph's pooling and classifier nodes).
+// products itself (the graph's pooling and classifier nodes). The runs follow one another: rounds
+// that alternated mappings (one warm-up and three runs each) measured the int8 preset 40% slower
+// on machine E (docs/results.md, issue 19).
 inline double mapped_forward_us(MappedForward& f, std::size_t tokens, std::size_t repeats) {
   const std::size_t d = f.config().hidden;
   const std::vector<Encoding> batch{synthetic_encoding(tokens, f.config().vocab_size)};
@@ -113,23 +119,19 @@ struct RequestCostSample {
 };
 
 struct RequestCostFit {
-  std::vector<std::size_t> tokens;                // the samples' lengths, increasing
-  std::vector<double> request1_us, request2_us;   // per tokens entry: one processor in use; two or more
-  std::vector<double> handoff_us;                 // per pair
+  std::vector<std::size_t> tokens;              // the samples' lengths, increasing
+  std::vector<double> request_us;               // per tokens entry, any number of processors
+  std::vector<std::vector<double>> handoff_us;  // [pair][tokens entry]; empty: the pair has no runs
 };
 
 // The fit of the top from samples (processors_used 1, or 2 with `pair` < pairs and its critical
-// hand-offs); Error when a length has no single-processor sample.
+// hand-offs); Error when a length has no single-processor sample, or a pair's runs miss a length.
 inline RequestCostFit fit_request_model(const std::vector<RequestCostSample>& samples, std::size_t pairs) {
   RequestCostFit fit;
+  require(!samples.empty(), "request cost fit: no run on one processor");
   for (const RequestCostSample& x : samples) fit.tokens.push_back(x.tokens);
   std::sort(fit.tokens.begin(), fit.tokens.end());
   fit.tokens.erase(std::unique(fit.tokens.begin(), fit.tokens.end()), fit.tokens.end());
-  require(!samples.empty(), "request cost fit: no run on one processor");
-  const std::size_t T = fit.tokens.size();
-  const auto length = [&](const RequestCostSample& x) {
-    return static_cast<std::size_t>(std::lower_bound(fit.tokens.begin(), fit.tokens.end(), x.tokens) - fit.tokens.begin());
-  };
   const auto residual = [](const RequestCostSample& x) { return x.measured_us - x.nodes_us; };
   for (const std::size_t t : fit.tokens) {
     std::vector<double> single;
@@ -138,38 +140,24 @@ inline RequestCostFit fit_request_model(const std::vector<RequestCostSample>& sa
     }
     require(!single.empty(), concat("request cost fit: no run on one processor at ", t, " tokens"));
     std::sort(single.begin(), single.end());
-    fit.request1_us.push_back(std::max(0.0, single[single.size() / 2]));
+    fit.request_us.push_back(single[single.size() / 2]);
   }
-  fit.request2_us = fit.request1_us;  // a length without two-processor runs
-  fit.handoff_us.assign(pairs, 0.0);
+  fit.handoff_us.assign(pairs, {});
   for (std::size_t pi = 0; pi < pairs; ++pi) {
-    std::vector<const RequestCostSample*> xs;
-    for (const RequestCostSample& x : samples) {
-      if (x.processors_used == 2 && x.pair == pi) xs.push_back(&x);
+    std::vector<double> h;
+    for (std::size_t l = 0; l < fit.tokens.size(); ++l) {
+      double sxy = 0, sxx = 0;
+      for (const RequestCostSample& x : samples) {
+        if (x.processors_used != 2 || x.pair != pi || x.tokens != fit.tokens[l]) continue;
+        sxy += x.handoffs * (residual(x) - fit.request_us[l]), sxx += x.handoffs * x.handoffs;
+      }
+      h.push_back(sxx > 0 ? std::max(0.0, sxy / sxx) : -1.0);
     }
-    if (xs.empty()) continue;
-    double sxy = 0, sxx = 0;
-    if (pi == 0) {  // request(2) per length and h: least squares, each length about its own means
-      std::vector<double> n(T, 0), mx(T, 0), my(T, 0);
-      for (const RequestCostSample* x : xs) n[length(*x)] += 1, mx[length(*x)] += x->handoffs, my[length(*x)] += residual(*x);
-      for (std::size_t l = 0; l < T; ++l) {
-        if (n[l] > 0) mx[l] /= n[l], my[l] /= n[l];
-      }
-      for (const RequestCostSample* x : xs) {
-        const std::size_t l = length(*x);
-        sxy += (x->handoffs - mx[l]) * (residual(*x) - my[l]), sxx += (x->handoffs - mx[l]) * (x->handoffs - mx[l]);
-      }
-      const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-      for (std::size_t l = 0; l < T; ++l) {
-        if (n[l] > 0) fit.request2_us[l] = std::max(0.0, my[l] - slope * mx[l]);
-      }
-      fit.handoff_us[pi] = slope;
-    } else {  // h alone, request(2) fixed
-      for (const RequestCostSample* x : xs) {
-        sxy += x->handoffs * (residual(*x) - fit.request2_us[length(*x)]), sxx += x->handoffs * x->handoffs;
-      }
-      fit.handoff_us[pi] = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+    if (std::all_of(h.begin(), h.end(), [](double v) { return v < 0; })) continue;  // no runs on this pair
+    for (std::size_t l = 0; l < h.size(); ++l) {
+      require(h[l] >= 0, concat("request cost fit: processor pair ", pi, " has no runs at ", fit.tokens[l], " tokens"));
     }
+    fit.handoff_us[pi] = std::move(h);
   }
   return fit;
 }
@@ -179,6 +167,8 @@ struct RequestCostSettings {
   std::size_t repeats = 15;
   std::vector<std::size_t> moved_layers{1, 3, 6};
   std::string formats = "int8";  // the precision preset the mappings run in, LayerNorms in fp32
+  std::size_t spread = 12;       // per pair of CPU processors: mappings with each node's processor and format drawn
+  std::uint64_t seed = 7;        // of those draws (eval_op_latency's mappings use another seed)
 };
 
 // Fits prof.request_us and the per-call transfer cost of each processor pair (see the top) on the
@@ -223,6 +213,18 @@ inline std::vector<RequestCostSample> fit_request_costs(OpLatencyProfile& prof, 
                           pairs.size() - 1});
         }
       }
+      if (!cpu(a) || !cpu(b)) continue;
+      std::mt19937_64 rng(s.seed);
+      for (std::size_t i = 0; i < s.spread; ++i) {
+        OpMapping m = OpMapping::uniform(g1.size(), std::uint8_t(a));
+        for (std::size_t n = 0; n < g1.size(); ++n) {
+          const std::vector<NumberFormat> fs = formats_of(g1.nodes[n].kind);
+          m.format[n] = fs[rng() % fs.size()];
+          m.processor[n] = std::uint8_t(rng() % 2 == 0 ? a : b);
+        }
+        runs.push_back(
+            {concat("spread ", i + 1, " over ", prof.processors[a], ", ", prof.processors[b]), m, 2, pairs.size() - 1});
+      }
     }
   }
   std::vector<RequestCostSample> samples;
@@ -249,11 +251,10 @@ inline std::vector<RequestCostSample> fit_request_costs(OpLatencyProfile& prof, 
   const RequestCostFit fit = fit_request_model(samples, pairs.size());
   for (std::size_t pi = 0; pi < pairs.size(); ++pi) {
     const auto [a, b] = pairs[pi];
-    prof.transfer[a][b].call_us = prof.transfer[b][a].call_us = fit.handoff_us[pi];
+    prof.handoff_us[a][b] = prof.handoff_us[b][a] = fit.handoff_us[pi];
   }
   prof.request_tokens = fit.tokens;
-  prof.request_us.assign(P, fit.request2_us);
-  prof.request_us[0] = fit.request1_us;
+  prof.request_us.assign(P, fit.request_us);
   prof.request_measured = true;
   nlohmann::json rows = nlohmann::json::array();
   for (const RequestCostSample& x : samples) {

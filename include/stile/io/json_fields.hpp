@@ -90,14 +90,23 @@ inline std::uint64_t json_unsigned(const nlohmann::json& v, std::string_view wha
   return v.get<std::uint64_t>();
 }
 
+// A finite number: "<what> must be a finite number, got <value>". JSON has no NaN or infinity:
+// nlohmann writes them as null, so null is how they come back.
+inline double json_finite(const nlohmann::json& v, std::string_view what, std::string_view where,
+                          std::string_view file) {
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    json_fail(file, where, what, " must be a finite number, got ", json_excerpt(v));
+  }
+  return v.get<double>();
+}
+
 // A finite number >= 0 (a time, a size): "<what> must be a finite number >= 0, got <value>".
-// JSON has no NaN or infinity: nlohmann writes them as null, so null is how they come back.
 inline double json_nonnegative(const nlohmann::json& v, std::string_view what, std::string_view where,
                                std::string_view file) {
-  if (!v.is_number()) json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0) json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
-  return x;
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>())) {
+    json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
+  }
+  return v.get<double>();
 }
 
 // An array of exactly `size` entries: "<what> must be an array, got <value>", "<what> has <n>
@@ -113,16 +122,21 @@ inline const nlohmann::json& json_array_of(const nlohmann::json& v, std::size_t 
 }
 
 // An array of exactly `size` finite numbers >= 0 (json_array_of, then json_nonnegative for each,
-// named "<what>[i]").
+// named "<what>[i]"); json_finites: of any sign (json_finite for each).
 inline std::vector<double> json_nonnegatives(const nlohmann::json& v, std::size_t size, std::string_view what,
                                              std::string_view size_reason, std::string_view where,
-                                             std::string_view file) {
+                                             std::string_view file, bool any_sign = false) {
   json_array_of(v, size, what, size_reason, where, file);
   std::vector<double> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    out.push_back(json_nonnegative(v[i], concat(what, "[", i, "]"), where, file));
+    const std::string name = concat(what, "[", i, "]");
+    out.push_back(any_sign ? json_finite(v[i], name, where, file) : json_nonnegative(v[i], name, where, file));
   }
   return out;
+}
+inline std::vector<double> json_finites(const nlohmann::json& v, std::size_t size, std::string_view what,
+                                        std::string_view size_reason, std::string_view where, std::string_view file) {
+  return json_nonnegatives(v, size, what, size_reason, where, file, true);
 }
 
 // A non-empty, strictly increasing array of whole numbers in [lo, hi]: "<what> must be a

@@ -9,7 +9,7 @@
 //
 //   {
 //     "format": "stile-op-latency-profile",   exactly this
-//     "version": 3,                            (1, 2: older request costs, still read; see below)
+//     "version": 4,                            (1, 2, 3: older request costs, still read; see below)
 //     "machine": { ... },                      free-form: what it was measured on
 //     "settings": { ... },                     free-form: how (repeats, threads per processor, ...)
 //     "shape": {"layers": 6, "hidden": 384, "heads": 12, "ffn": 1536, "classes": 2},
@@ -18,23 +18,28 @@
 //     "latency_us": [                          one entry per (processor, kind, format), no repeats
 //       {"processor": "cpu:0", "kind": "qkv", "format": "int8", "us": [..one per tokens..]}, ...],
 //     "transfer": [                            one entry per ordered pair of distinct processors
-//       {"from": "cpu:0", "to": "cpu:1", "call_us": 2.1, "byte_us": 0.0001}, ...],
+//       {"from": "cpu:0", "to": "cpu:1", "call_us": [14.0, 31.0], "byte_us": 0.0001}, ...],
+//                                              call_us: one per request_tokens entry, or one number
 //     "request_tokens": [32, 128],             the lengths the request cost was fitted at (as "tokens")
-//     "request_us": [[0.0, 240.0], [0.0, 15.0]] the mapped forward's cost per request beyond its
-//   }                                          nodes, by processors used, one per request_tokens entry
+//     "request_us": [[-120.0, 1360.0], [-120.0, 1360.0]]  the mapped forward's cost per request beyond
+//   }                                          its nodes, by processors used, one per request_tokens entry
 //
 // kind and format are op_graph.hpp's names; a format the kind does not have is refused. A node's
 // latency at a token count between two measured ones is interpolated linearly, outside them
 // extrapolated along the nearest segment (never below 0). Transfer of b bytes from p to q costs
-// call_us + b * byte_us; on one processor, 0. request_us[k - 1] is what executing a mapping that
-// uses k processors costs per request beyond its nodes and transfers (the driver's hand-over, the
-// processors' wake-ups, the driver's own wake-up; fitted on executed mappings by
-// calibrate/request_cost_profiler.hpp), one row per processor count 1..processors, interpolated
-// over request_tokens as a node's latency over tokens (it depends on the length, and one cost for
-// all lengths over-predicted short requests: docs/results.md, issue 19). Older files are read and written back as they were, and the tools
-// print request_cost_note(): version 1 has no request cost (request_measured false, every cost 0);
-// version 2 has one per processor count, "request_us": [12.0, 180.0], the same at every length
-// (request_tokens empty), which over-predicts short requests.
+// call_us + b * byte_us; on one processor, 0; call_us (the hand-off between the two processors'
+// queues) is interpolated over request_tokens when it is a list. request_us[k - 1] is what
+// executing a mapping that uses k processors costs per request beyond its nodes and transfers (the
+// driver's hand-over, the processors' wake-ups, the driver's own wake-up; fitted on executed
+// mappings by calibrate/request_cost_profiler.hpp), one row per processor count 1..processors,
+// interpolated over request_tokens as a node's latency over tokens, never below min(0, the row's
+// lowest value). It may be negative: it is the correction of the node costs' sum for a whole
+// request, and the nodes, timed one by one, over-predict short requests (docs/results.md, issue 19).
+// Older files are read and written back as they were, and the tools print request_cost_note():
+// version 1 has no request cost (request_measured false, every cost 0); version 2 has one per
+// processor count, "request_us": [12.0, 180.0], the same at every length (request_tokens empty);
+// version 3 has request costs >= 0 and one hand-off cost ("call_us" a number) at every length. Both
+// over-predict short requests spread over several processors.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -55,20 +60,20 @@
 namespace stile {
 
 inline constexpr std::string_view kOpLatencyProfileFormatName = "stile-op-latency-profile";
-inline constexpr std::uint64_t kOpLatencyProfileVersion = 3;
+inline constexpr std::uint64_t kOpLatencyProfileVersion = 4;
 
 // The value at `t` tokens of `us`, measured at `tokens` (strictly increasing, one value each):
 // linear between two measured lengths, extrapolated along the nearest segment outside them, never
-// below 0. A single value holds at every length.
-inline double interpolate_tokens(const std::vector<std::size_t>& tokens, const std::vector<double>& us,
-                                 std::size_t t) {
+// below `lowest`. A single value holds at every length.
+inline double interpolate_tokens(const std::vector<std::size_t>& tokens, const std::vector<double>& us, std::size_t t,
+                                 double lowest = 0.0) {
   if (us.size() == 1) return us[0];
   // The segment [i, i + 1] holding t, or the nearest one.
   const auto it = std::upper_bound(tokens.begin(), tokens.end(), t);
   std::size_t i = it == tokens.begin() ? 0 : static_cast<std::size_t>(it - tokens.begin()) - 1;
   i = std::min(i, tokens.size() - 2);
   const double x0 = double(tokens[i]), x1 = double(tokens[i + 1]);
-  return std::max(0.0, us[i] + (us[i + 1] - us[i]) * (double(t) - x0) / (x1 - x0));
+  return std::max(lowest, us[i] + (us[i + 1] - us[i]) * (double(t) - x0) / (x1 - x0));
 }
 
 struct TransferCost {
@@ -85,6 +90,8 @@ struct OpLatencyProfile {
   // [processor][kind][format]: microseconds per tokens entry; empty when not measured.
   std::vector<std::array<std::array<std::vector<double>, kNumberFormats>, kOpNodeKinds>> latency;
   std::vector<std::vector<TransferCost>> transfer;  // [from][to]; the diagonal is unused
+  // [from][to]: the hand-off per request_tokens entry, in place of transfer's call_us; empty: none.
+  std::vector<std::vector<std::vector<double>>> handoff_us;
   // [processors used - 1][request_tokens entry]; one zero each unless request_measured.
   std::vector<std::vector<double>> request_us;
   std::vector<std::size_t> request_tokens;  // empty: one request cost at every length (version 2, or none)
@@ -99,6 +106,7 @@ struct OpLatencyProfile {
     p.processors = std::move(procs);
     p.latency.resize(p.processors.size());
     p.transfer.assign(p.processors.size(), std::vector<TransferCost>(p.processors.size()));
+    p.handoff_us.assign(p.processors.size(), std::vector<std::vector<double>>(p.processors.size()));
     p.request_us.assign(p.processors.size(), {0.0});
     return p;
   }
@@ -109,6 +117,8 @@ struct OpLatencyProfile {
     latency.resize(processors.size());
     for (auto& row : transfer) row.resize(processors.size());
     transfer.resize(processors.size(), std::vector<TransferCost>(processors.size()));
+    for (auto& row : handoff_us) row.resize(processors.size());
+    handoff_us.resize(processors.size(), std::vector<std::vector<double>>(processors.size()));
     request_us.push_back(request_us.empty() ? std::vector<double>{0.0} : request_us.back());
     return processors.size() - 1;
   }
@@ -132,10 +142,17 @@ struct OpLatencyProfile {
   // without a request cost. More processors than rows: the last row.
   double request_cost_us(std::size_t used, std::size_t t) const {
     if (!request_measured) return 0.0;
-    return interpolate_tokens(request_tokens, request_us.at(std::min(used, request_us.size()) - 1), t);
+    const std::vector<double>& row = request_us.at(std::min(used, request_us.size()) - 1);
+    return interpolate_tokens(request_tokens, row, t, std::min(0.0, *std::min_element(row.begin(), row.end())));
   }
-  double transfer_us(std::size_t from, std::size_t to, std::size_t bytes) const {
-    return from == to ? 0.0 : transfer.at(from).at(to).us(bytes);
+  // The transfer cost from `from` to `to` for a request of `t` tokens (its hand-off at that length).
+  TransferCost transfer_at(std::size_t from, std::size_t to, std::size_t t) const {
+    TransferCost c = transfer.at(from).at(to);
+    if (!handoff_us.at(from).at(to).empty()) c.call_us = interpolate_tokens(request_tokens, handoff_us[from][to], t);
+    return c;
+  }
+  double transfer_us(std::size_t from, std::size_t to, std::size_t bytes, std::size_t t) const {
+    return from == to ? 0.0 : transfer_at(from, to, t).us(bytes);
   }
   // What a tool says about a profile without a request cost per token count (version 1 or 2), or "".
   std::string request_cost_note() const {
@@ -147,6 +164,11 @@ struct OpLatencyProfile {
       return "note: the op latency profile has one request cost for every sequence length (version 2), fitted "
              "mostly on long requests: predictions of short ones are too high; measure it again with profile_ops "
              "for one per token count";
+    }
+    if (version() == 3) {
+      return "note: the op latency profile has one hand-off cost between processors for every sequence length "
+             "(version 3): predictions of short requests spread over processors are too high; measure it again "
+             "with profile_ops for one per token count";
     }
     return {};
   }
@@ -176,7 +198,8 @@ struct OpLatencyProfile {
         if (a == b) continue;
         xfer.push_back({{"from", processors[a]},
                         {"to", processors[b]},
-                        {"call_us", transfer[a][b].call_us},
+                        {"call_us", handoff_us[a][b].empty() ? nlohmann::json(transfer[a][b].call_us)
+                                                             : nlohmann::json(handoff_us[a][b])},
                         {"byte_us", transfer[a][b].byte_us}});
       }
     }
@@ -197,15 +220,21 @@ struct OpLatencyProfile {
     if (version() == 2) {
       j["request_us"] = nlohmann::json::array();
       for (const std::vector<double>& row : request_us) j["request_us"].push_back(row.at(0));
-    } else if (version() == 3) {
+    } else if (version() >= 3) {
       j["request_tokens"] = request_tokens;
       j["request_us"] = request_us;
     }
     return j;
   }
-  // The file version this profile is written as: the oldest that holds its request cost.
+  // The file version this profile is written as: the oldest that holds its request and hand-off costs.
   std::uint64_t version() const {
-    return !request_measured ? 1 : request_tokens.empty() ? 2 : kOpLatencyProfileVersion;
+    if (!request_measured) return 1;
+    if (request_tokens.empty()) return 2;
+    bool v4 = false;
+    for (const auto& row : request_us) v4 = v4 || std::any_of(row.begin(), row.end(), [](double x) { return x < 0; });
+    for (const auto& row : handoff_us)
+      v4 = v4 || std::any_of(row.begin(), row.end(), [](const auto& h) { return !h.empty(); });
+    return v4 ? 4 : 3;
   }
 
   static OpLatencyProfile from_json(const nlohmann::json& j, const std::string& file);
@@ -230,17 +259,27 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
   using namespace op_latency_profile_detail;
   constexpr std::string_view d = "op latency profile";
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
-  // Versions 1 (no request cost) and 2 (one per processor count, at every length) are still read.
+  // Versions 1 (no request cost), 2 (one per processor count, at every length) and 3 (request costs
+  // >= 0, one hand-off at every length) are still read.
   std::uint64_t version = kOpLatencyProfileVersion;
-  if (j.contains("version") && (j["version"] == 1 || j["version"] == 2)) version = j["version"].get<std::uint64_t>();
+  for (const int older : {1, 2, 3}) {
+    if (j.contains("version") && j["version"] == older) version = older;
+  }
   json_only_keys(j, {"format", "version", "machine", "settings", "shape", "tokens", "processors", "latency_us",
                      "transfer", "request_us", "request_tokens"},
                  d, file);
   json_check_format(j, kOpLatencyProfileFormatName, "an op latency profile", version,
-                    version == kOpLatencyProfileVersion ? ", 2 or 1" : "", d, file);
+                    version == kOpLatencyProfileVersion ? ", 3, 2 or 1" : "", d, file);
   if (version < 2 && j.contains("request_us")) json_fail(file, d, "version 1 has no \"request_us\"");
   if (version < 3 && j.contains("request_tokens")) {
     json_fail(file, d, "version ", version, " has no \"request_tokens\" (version 3 has)");
+  }
+  std::vector<std::size_t> request_tokens;
+  if (version >= 3) {
+    for (const std::uint64_t t :
+         json_increasing(json_member(j, "request_tokens", d, file), "\"request_tokens\"", 1, kMaxDimension, d, file)) {
+      request_tokens.push_back(static_cast<std::size_t>(t));
+    }
   }
   OpGraphShape shape;
   const nlohmann::json& sj = json_object_member(j, "shape", d, file);
@@ -315,7 +354,13 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
     if (a == b) json_fail(file, where, "a transfer from a processor to itself");
     if (seen[a][b]) json_fail(file, where, "a second entry for the same pair of processors");
     seen[a][b] = true;
-    p.transfer[a][b].call_us = json_nonnegative(json_member(xf[i], "call_us", where, file), "\"call_us\"", where, file);
+    const nlohmann::json& call = json_member(xf[i], "call_us", where, file);
+    if (version >= 4 && call.is_array()) {
+      p.handoff_us[a][b] =
+          json_nonnegatives(call, request_tokens.size(), "\"call_us\"", "one per request_tokens entry", where, file);
+    } else {
+      p.transfer[a][b].call_us = json_nonnegative(call, "\"call_us\"", where, file);
+    }
     p.transfer[a][b].byte_us = json_nonnegative(json_member(xf[i], "byte_us", where, file), "\"byte_us\"", where, file);
   }
   for (std::size_t a = 0; a < p.processors.size(); ++a) {
@@ -330,16 +375,16 @@ inline OpLatencyProfile OpLatencyProfile::from_json(const nlohmann::json& j, con
                                                      "\"request_us\"", "one per processor count 1..processors", d, file);
     for (std::size_t k = 0; k < us.size(); ++k) p.request_us[k] = {us[k]};
     p.request_measured = true;
-  } else if (version == 3) {
-    for (const std::uint64_t t : json_increasing(json_member(j, "request_tokens", d, file), "\"request_tokens\"", 1,
-                                                 kMaxDimension, d, file)) {
-      p.request_tokens.push_back(static_cast<std::size_t>(t));
-    }
+  } else if (version >= 3) {
+    p.request_tokens = std::move(request_tokens);
     const nlohmann::json& rows = json_array_of(json_member(j, "request_us", d, file), p.processors.size(),
                                                "\"request_us\"", "one row per processor count 1..processors", d, file);
     for (std::size_t k = 0; k < rows.size(); ++k) {
-      p.request_us[k] = json_nonnegatives(rows[k], p.request_tokens.size(), concat("\"request_us\"[", k, "]"),
-                                          "one per request_tokens entry", d, file);
+      const std::string what = concat("\"request_us\"[", k, "]");  // of either sign from version 4
+      p.request_us[k] =
+          version >= 4
+              ? json_finites(rows[k], p.request_tokens.size(), what, "one per request_tokens entry", d, file)
+              : json_nonnegatives(rows[k], p.request_tokens.size(), what, "one per request_tokens entry", d, file);
     }
     p.request_measured = true;
   }

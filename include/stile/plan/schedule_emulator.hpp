@@ -11,7 +11,9 @@
 // clusters the cost is the consumer's cache misses and the hand-off's wake-up, both measured as a
 // delay by calibrate/op_latency_profiler.hpp). The prediction is the schedule's makespan plus the
 // request cost of the number of processors the mapping uses (the executor's driver: handing the
-// request over, waking the processors and itself; the profile's request_us at the graph's length).
+// request over, waking the processors and itself; the profile's request_us at the graph's length,
+// which may be negative: a correction of the nodes' sum), never below 0. Transfer costs are the
+// profile's at the graph's length.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -54,6 +56,11 @@ struct OpCostTable {
     OpCostTable t;
     t.processors = p.processors.size();
     t.transfer = p.transfer;
+    for (std::size_t a = 0; a < t.processors; ++a) {
+      for (std::size_t b = 0; b < t.processors; ++b) {
+        if (a != b) t.transfer[a][b] = p.transfer_at(a, b, g.shape.tokens);
+      }
+    }
     if (p.request_measured) {  // at the graph's length
       for (std::size_t k = 1; k <= t.processors; ++k) t.request_us.push_back(p.request_cost_us(k, g.shape.tokens));
     }
@@ -136,7 +143,7 @@ inline OpSchedule emulate_schedule(const OpGraph& g, const OpCostTable& costs, c
     s.makespan_us = std::max(s.makespan_us, s.finish_us[n]);
   }
   s.request_us = costs.request_cost_us(static_cast<std::size_t>(std::count(used.begin(), used.end(), true)));
-  s.makespan_us += s.request_us;
+  s.makespan_us = std::max(0.0, s.makespan_us + s.request_us);  // a request cost may be negative (a correction)
   return s;
 }
 
