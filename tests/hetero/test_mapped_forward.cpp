@@ -263,6 +263,8 @@ TEST_CASE("request cost fit: mappings, critical hand-offs and the fitted costs")
   std::vector<stile::RequestCostSample> low{s[1]};
   low[0].measured_us = 900;
   CHECK(stile::fit_request_model(low, 0).request_us == std::vector<double>{-100});
+  low.push_back(s[2]);  // residuals -100 and 10: an even count's median is the middle two's mean
+  CHECK(stile::fit_request_model(low, 0).request_us == std::vector<double>{-45});
   // A pair with runs at one length only.
   std::vector<stile::RequestCostSample> partial(s.begin(), s.begin() + 7);
   CHECK_THAT(error_of([&] { stile::fit_request_model(partial, 1); }),

@@ -139,8 +139,9 @@ inline RequestCostFit fit_request_model(const std::vector<RequestCostSample>& sa
       if (x.processors_used == 1 && x.tokens == t) single.push_back(residual(x));
     }
     require(!single.empty(), concat("request cost fit: no run on one processor at ", t, " tokens"));
-    std::sort(single.begin(), single.end());
-    fit.request_us.push_back(single[single.size() / 2]);
+    std::sort(single.begin(), single.end());  // the median; of an even count, the middle two's mean
+    const std::size_t n = single.size();
+    fit.request_us.push_back(n % 2 == 1 ? single[n / 2] : (single[n / 2 - 1] + single[n / 2]) / 2);
   }
   fit.handoff_us.assign(pairs, {});
   for (std::size_t pi = 0; pi < pairs; ++pi) {
