@@ -38,8 +38,8 @@
 // Older files are read and written back as they were, and the tools print request_cost_note():
 // version 1 has no request cost (request_measured false, every cost 0); version 2 has one per
 // processor count, "request_us": [12.0, 180.0], the same at every length (request_tokens empty);
-// version 3 has request costs >= 0 and one hand-off cost ("call_us" a number) at every length. Both
-// over-predict short requests spread over several processors.
+// version 3 has request costs >= 0 and one hand-off cost ("call_us" a number) at every length.
+// Versions 2 and 3 over-predict short requests spread over several processors.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -154,7 +154,8 @@ struct OpLatencyProfile {
   double transfer_us(std::size_t from, std::size_t to, std::size_t bytes, std::size_t t) const {
     return from == to ? 0.0 : transfer_at(from, to, t).us(bytes);
   }
-  // What a tool says about a profile without a request cost per token count (version 1 or 2), or "".
+  // What a tool says about a profile without a request cost and a hand-off per token count (version
+  // 1, 2 or 3), or "".
   std::string request_cost_note() const {
     if (!request_measured) {
       return "note: the op latency profile has no request cost (version 1): predictions leave out the executor's "
