@@ -20,7 +20,7 @@
 // over-predict short requests: docs/results.md, issue 19), and the same for any number of
 // processors; h_ab at a length is the least-squares slope through it of the pair's runs there,
 // clamped at 0. A free intercept per processor count was tried on recorded samples: at 32 tokens
-// it came out at -700 to -1800 us for two processors, so a mapping with one node moved would be
+// it came out at -160 to -1830 us for two processors, so a mapping with one node moved would be
 // predicted hundreds of microseconds faster than one core, which the runs with one layer's
 // LayerNorms moved do not show. The per-byte transfer cost is the profiler's (cache
 // misses, calibrate/op_latency_profiler.hpp); the hand-off replaces its per-call part, which a
