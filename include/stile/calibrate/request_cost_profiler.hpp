@@ -147,18 +147,19 @@ inline RequestCostFit fit_request_model(const std::vector<RequestCostSample>& sa
   fit.handoff_us.assign(pairs, {});
   for (std::size_t pi = 0; pi < pairs; ++pi) {
     std::vector<double> h;
+    std::size_t missing = fit.tokens.size();  // a length without this pair's runs, if any
     for (std::size_t l = 0; l < fit.tokens.size(); ++l) {
-      double sxy = 0, sxx = 0;
+      double sxy = 0, sxx = 0;  // every two-processor run has hand-offs: sxx > 0 when there are runs
       for (const RequestCostSample& x : samples) {
         if (x.processors_used != 2 || x.pair != pi || x.tokens != fit.tokens[l]) continue;
         sxy += x.handoffs * (residual(x) - fit.request_us[l]), sxx += x.handoffs * x.handoffs;
       }
-      h.push_back(sxx > 0 ? std::max(0.0, sxy / sxx) : -1.0);
+      if (sxx > 0) h.push_back(std::max(0.0, sxy / sxx));
+      else missing = l;
     }
-    if (std::all_of(h.begin(), h.end(), [](double v) { return v < 0; })) continue;  // no runs on this pair
-    for (std::size_t l = 0; l < h.size(); ++l) {
-      require(h[l] >= 0, concat("request cost fit: processor pair ", pi, " has no runs at ", fit.tokens[l], " tokens"));
-    }
+    if (h.empty()) continue;  // no runs on this pair
+    require(h.size() == fit.tokens.size(),
+            concat("request cost fit: processor pair ", pi, " has no runs at ", fit.tokens[missing], " tokens"));
     fit.handoff_us[pi] = std::move(h);
   }
   return fit;

@@ -103,10 +103,10 @@ inline double json_finite(const nlohmann::json& v, std::string_view what, std::s
 // A finite number >= 0 (a time, a size): "<what> must be a finite number >= 0, got <value>".
 inline double json_nonnegative(const nlohmann::json& v, std::string_view what, std::string_view where,
                                std::string_view file) {
-  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>())) {
-    json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
-  }
-  return v.get<double>();
+  if (!v.is_number()) json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) json_fail(file, where, what, " must be a finite number >= 0, got ", json_excerpt(v));
+  return x;
 }
 
 // An array of exactly `size` entries: "<what> must be an array, got <value>", "<what> has <n>
@@ -121,22 +121,26 @@ inline const nlohmann::json& json_array_of(const nlohmann::json& v, std::size_t 
   return v;
 }
 
-// An array of exactly `size` finite numbers >= 0 (json_array_of, then json_nonnegative for each,
-// named "<what>[i]"); json_finites: of any sign (json_finite for each).
-inline std::vector<double> json_nonnegatives(const nlohmann::json& v, std::size_t size, std::string_view what,
-                                             std::string_view size_reason, std::string_view where,
-                                             std::string_view file, bool any_sign = false) {
+// An array of exactly `size` numbers, each read by `read` (json_nonnegative or json_finite) and
+// named "<what>[i]" in its error (json_array_of's errors for the array).
+template <class Read>
+std::vector<double> json_numbers(const nlohmann::json& v, std::size_t size, std::string_view what,
+                                 std::string_view size_reason, std::string_view where, std::string_view file,
+                                 Read read) {
   json_array_of(v, size, what, size_reason, where, file);
   std::vector<double> out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::string name = concat(what, "[", i, "]");
-    out.push_back(any_sign ? json_finite(v[i], name, where, file) : json_nonnegative(v[i], name, where, file));
-  }
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(read(v[i], concat(what, "[", i, "]"), where, file));
   return out;
+}
+// json_numbers of finite numbers >= 0, and of finite numbers of any sign.
+inline std::vector<double> json_nonnegatives(const nlohmann::json& v, std::size_t size, std::string_view what,
+                                             std::string_view size_reason, std::string_view where,
+                                             std::string_view file) {
+  return json_numbers(v, size, what, size_reason, where, file, json_nonnegative);
 }
 inline std::vector<double> json_finites(const nlohmann::json& v, std::size_t size, std::string_view what,
                                         std::string_view size_reason, std::string_view where, std::string_view file) {
-  return json_nonnegatives(v, size, what, size_reason, where, file, true);
+  return json_numbers(v, size, what, size_reason, where, file, json_finite);
 }
 
 // A non-empty, strictly increasing array of whole numbers in [lo, hi]: "<what> must be a

@@ -55,11 +55,9 @@ struct OpCostTable {
     require(want == p.shape, "schedule emulator: the profile was measured for another model shape");
     OpCostTable t;
     t.processors = p.processors.size();
-    t.transfer = p.transfer;
+    t.transfer.assign(t.processors, std::vector<TransferCost>(t.processors));
     for (std::size_t a = 0; a < t.processors; ++a) {
-      for (std::size_t b = 0; b < t.processors; ++b) {
-        if (a != b) t.transfer[a][b] = p.transfer_at(a, b, g.shape.tokens);
-      }
+      for (std::size_t b = 0; b < t.processors; ++b) t.transfer[a][b] = p.transfer_at(a, b, g.shape.tokens);
     }
     if (p.request_measured) {  // at the graph's length
       for (std::size_t k = 1; k <= t.processors; ++k) t.request_us.push_back(p.request_cost_us(k, g.shape.tokens));
