@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/for_each_target.hpp"
 #include "support/error_of.hpp"
 #include "support/row_cosine.hpp"
 #include "stile/core/arena.hpp"
@@ -55,9 +56,8 @@ Run run_frugal(const std::vector<stile::LayerView<stile::PackedF32>>& layers, co
   return r;
 }
 
-}  // namespace
-
-TEST_CASE("the frugal encoder computes the fp32 encoder within int8 tolerance, peak exact", "[ops][frugal]") {
+// The frugal encoder against the fp32 encoder on the same weights, over several tile sizes.
+void check_frugal_against_fp32() {
   const RandomLayer l0(1), l1(2);
   const stile::BertConfig& c = l0.config;
   const std::vector<stile::LayerView<stile::PackedF32>> layers = {l0.view, l1.view};
@@ -83,6 +83,13 @@ TEST_CASE("the frugal encoder computes the fp32 encoder within int8 tolerance, p
       CHECK(got.peak == stile::frugal_encoder_peak_bytes(shape, tiles));
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("the frugal encoder computes the fp32 encoder within int8 tolerance, peak exact", "[ops][frugal]") {
+  // On every target: FrugalGemmTiles has a shape per register width.
+  stile_test::for_each_target([] { check_frugal_against_fp32(); });
 }
 
 TEST_CASE("the frugal encoder's output moves with the input (not a constant)", "[ops][frugal]") {

@@ -49,17 +49,25 @@
 namespace stile {
 
 // GEMM blocking for a budget of KiBs: one KC x NR micro-panel is the whole packed block (NC = NR),
-// 32 x 32 floats on AVX-512 and 64 x 16 elsewhere, 4 KiB either way.
+// 4 KiB on every target, MR x NR within the target's registers (kernels/tiles.hpp's budgets):
+// 32 x 32 floats on AVX-512, 64 x 16 on AVX2 and NEON, 128 x 8 on SSE4/SSSE3 and the scalar
+// fallback (a 16-wide tile there would spill its accumulators, and costs minutes to compile).
 struct FrugalGemmTiles {
+  using Avx512 = TileShape<8, 32, 32, 96, 32>;
+  using Wide = TileShape<6, 16, 64, 144, 16>;
+  using Narrow = TileShape<6, 8, 128, 144, 8>;
+  using Scalar = TileShape<4, 8, 128, 128, 8>;
   template <std::int64_t kTarget>
-  using For = std::conditional_t<(kTarget & (HWY_AVX3 | HWY_AVX3_DL)) != 0, TileShape<8, 32, 32, 96, 32>,
-                                 TileShape<6, 16, 64, 144, 16>>;
+  using For = std::conditional_t<
+      (kTarget & (HWY_AVX3 | HWY_AVX3_DL)) != 0, Avx512,
+      std::conditional_t<kTarget == HWY_AVX2 || kTarget == HWY_NEON, Wide,
+                         std::conditional_t<(kTarget & (HWY_SSE4 | HWY_SSSE3)) != 0, Narrow, Scalar>>>;
 };
 inline constexpr std::size_t kFrugalGemmBlockBytes = 4096;
-static_assert(TileShape<8, 32, 32, 96, 32>::KC * TileShape<8, 32, 32, 96, 32>::NC * sizeof(float) ==
-                  kFrugalGemmBlockBytes &&
-              TileShape<6, 16, 64, 144, 16>::KC * TileShape<6, 16, 64, 144, 16>::NC * sizeof(float) ==
-                  kFrugalGemmBlockBytes,
+template <class S>
+inline constexpr bool kFrugalBlockFits = S::KC * S::NC * sizeof(float) == kFrugalGemmBlockBytes;
+static_assert(kFrugalBlockFits<FrugalGemmTiles::Avx512> && kFrugalBlockFits<FrugalGemmTiles::Wide> &&
+                  kFrugalBlockFits<FrugalGemmTiles::Narrow> && kFrugalBlockFits<FrugalGemmTiles::Scalar>,
               "every target's frugal packed block must be kFrugalGemmBlockBytes");
 
 // Tile sizes: query rows per attention/FFN tile, keys per online-softmax step.
