@@ -6,6 +6,7 @@
 // precision's weight memory, and (--breakdown) where each forward spends its time per operator.
 //
 //   bench_bert [--model DIR] [--precision fp32,int8] [--peers peers.json] [--out stile.json]
+//              [--target AVX2 --no-dot]
 //              [--seconds S] [--lengths 16,32] [--threads 1,2] [--breakdown]
 #include <chrono>
 #include <cstdio>
@@ -126,6 +127,8 @@ int main(int argc, char** argv) {
   cli.flag("--seconds", "S", "seconds per cell, 9 batches of runs (default: 0.45)",
            [&](std::string_view v) { batch_seconds = stile_cli::parse_number(v, "--seconds") / 9; });
   cli.toggle("--breakdown", "also print the time per operator class of each precision", breakdown);
+  cli.simd_target();
+  cli.no_int8_dot();
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   std::vector<stile::BertModel> models;

@@ -4,7 +4,8 @@
 // "<layers>x<shards>", trained on fp32 features of train.tsv rows, never on dev). dev.tsv is only
 // read to report: nothing is fit to it.
 //
-//   eval_precision --heads STORE.heads.json [--precision fp32,fp16,int8,ibert] [--out FILE.json]
+//   eval_precision --heads STORE.heads.json [--precision fp32,fp16,int8,ibert] [--target AVX2 --no-dot]
+//                  [--out FILE.json]
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
            });
   cli.flag("--limit", "N", "only the first N dev sentences (0: all)", limit);
   cli.threads(threads);
+  cli.simd_target();
+  cli.no_int8_dot();
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 

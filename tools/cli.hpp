@@ -40,6 +40,7 @@
 
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
+#include "stile/kernels/int8_gemm.hpp"
 #include "stile/ops/precision.hpp"
 #include "stile/quant/packed_layout.hpp"
 
@@ -233,6 +234,13 @@ class Parser {
                   }
                   throw UsageError{fmt::format("--target: {} is not a target this CPU has and stile compiled", v)};
                 });
+  }
+  // Forbids the int8 dot-product instructions (VNNI, AVX-VNNI, sdot) for the whole run: what a CPU
+  // without them runs (on x86, 7-bit weights and activations: kernels/int8_gemm-inl.h). Applied
+  // when parsed: before any weights are quantized.
+  Flag& no_int8_dot() {
+    return toggle("--no-dot", "int8 GEMMs without VNNI / AVX-VNNI / sdot (what a CPU without them runs)",
+                  [] { stile::detail::int8_dot_disabled() = true; });
   }
   // 0 is the default: one per core (ThreadPool's meaning of 0), as the tools have always taken it.
   Flag& threads(std::size_t& n, std::string help = "compute threads (0 or unset: one per core)") {

@@ -147,27 +147,31 @@ TEST_CASE("quantize_int8 stores the range of the target's kernel", "[int8]") {
 }
 
 // The scalar definition of the activation quantization (rounding half to even).
-void quantize_ref(const float* x, std::size_t K, float lo, float hi, float& scale, std::int32_t& zp,
-                  std::vector<std::uint8_t>* q) {
+void quantize_ref(const float* x, std::size_t K, float lo, float hi, std::int32_t qmax, float& scale,
+                  std::int32_t& zp, std::vector<std::uint8_t>* q) {
   lo = std::min(lo, 0.0f);
   hi = std::max(hi, 0.0f);
   if (!(hi > lo)) {
     scale = 1.0f;
     zp = 0;
   } else {
-    scale = std::max((hi - lo) / 255.0f, std::numeric_limits<float>::min());
-    zp = std::clamp(static_cast<std::int32_t>(std::nearbyint(-lo / scale)), 0, 255);
+    scale = std::max((hi - lo) / static_cast<float>(qmax), std::numeric_limits<float>::min());
+    zp = std::clamp(static_cast<std::int32_t>(std::nearbyint(-lo / scale)), 0, qmax);
   }
   if (q == nullptr) return;
   const float inv = 1.0f / scale;
   for (std::size_t k = 0; k < K; ++k) {
     q->push_back(
-        static_cast<std::uint8_t>(std::clamp(static_cast<std::int32_t>(std::nearbyint(x[k] * inv)) + zp, 0, 255)));
+        static_cast<std::uint8_t>(std::clamp(static_cast<std::int32_t>(std::nearbyint(x[k] * inv)) + zp, 0, qmax)));
   }
 }
 
 TEST_CASE("quantize_activations matches its scalar definition", "[int8]") {
-  stile_test::for_each_target([] {
+  stile_test::for_each_target([] { with_and_without_dot([] {
+    const std::int32_t qmax = stile::int8_packing().activation_max;
+    // 7-bit activations exactly where the kernel adds two vpmaddubsw results (AVX2 without VNNI).
+    const bool pairs = std::string(stile::active_target_name()) == "AVX2" && stile::int8_weight_max() == 63;
+    CHECK(qmax == (pairs ? 127 : 255));
     std::mt19937 rng(11);
     std::normal_distribution<float> dist(0.0f, 2.0f);
     for (const std::size_t K : {1u, 3u, 17u, 384u}) {
@@ -198,7 +202,7 @@ TEST_CASE("quantize_activations matches its scalar definition", "[int8]") {
           float scale;
           std::int32_t zp;
           std::vector<std::uint8_t> q;
-          quantize_ref(A.data() + m * lda, K, lo, hi, scale, zp, &q);
+          quantize_ref(A.data() + m * lda, K, lo, hi, qmax, scale, zp, &q);
           CHECK(qa.scale[m] == scale);
           CHECK(qa.zero_point[m] == zp);
           std::int32_t sum = 0;
@@ -215,7 +219,33 @@ TEST_CASE("quantize_activations matches its scalar definition", "[int8]") {
         }
       }
     }
-  });
+  }); });
+}
+
+// The largest 16-bit partial sums the kernels form: every activation at the top code, every
+// weight at +-qmax, so each vpmaddubsw pair (and the pair kernel's sum of two) is at its bound;
+// a kernel that saturated or wrapped would miss the exact +-K.
+TEST_CASE("gemm_int8 is exact at the extremes of its codes", "[int8]") {
+  stile_test::for_each_target([] { with_and_without_dot([] {
+    for (const std::size_t K : {8u, 12u, 1536u}) {  // an even and an odd number of k-groups
+      const std::size_t M = 5, N = 33;
+      const std::vector<float> A(M * K, 1.0f);
+      std::vector<float> W(N * K);
+      for (std::size_t n = 0; n < N; ++n) std::fill(W.begin() + n * K, W.begin() + (n + 1) * K, n % 2 ? -1.0f : 1.0f);
+      const auto w = stile::quantize_int8(W.data(), N, K, K);
+      std::vector<float> C(M * N);
+      stile::gemm_int8(M, A.data(), K, w.view, C.data(), N);
+      stile::QuantizedActivations qa;
+      stile::quantize_activations(M, A.data(), K, K, stile::ActivationQuant::kPerRow, qa);
+      REQUIRE(qa.data[0] == stile::int8_packing().activation_max);
+      REQUIRE(std::abs(w.view.stored(0, 0)) == stile::int8_weight_max());
+      INFO("K " << K);
+      for (std::size_t i = 0; i < C.size(); ++i) {
+        const double want = (i % N) % 2 ? -double(K) : double(K);
+        REQUIRE(std::abs(C[i] - want) <= 1e-5 * K);
+      }
+    }
+  }); });
 }
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }

@@ -234,6 +234,54 @@ struct Madd256Kernel {
   }
 };
 
+// gemm_int8 without VNNI, on its own activations quantized to 7 bits (0..127): two vpmaddubsw
+// results are added in 16 bits before one vpmaddwd. Exact: |a0 w0 + a1 w1| <= 2 * 127 * 63 = 16002,
+// and two of them 32004 < 32767. Per row and 8 k values: 4 vpmaddubsw + 2 vpmaddwd on the two
+// multiply ports instead of 4 + 4 (the cap of the kernel above is the fp32 FMA's rate times 2).
+// 4 x 16: 8 accumulators + 4 panel vectors + 2 broadcasts + the constant = 15 of 16.
+struct MaddPair256Kernel {
+  static constexpr std::size_t MR = 4, NR = 16;
+  static constexpr std::int32_t kWeightMax = 63, kActivationMax = 127;
+  template <std::size_t kRows>
+  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
+                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[kRows][2];
+    STILE_I8_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    std::size_t g = 0;
+    for (; g + 2 <= kg; g += 2) {  // groups g and g + 1: 128 bytes of the panel
+      const auto* bg = reinterpret_cast<const __m256i*>(b + g * 64);
+      const __m256i b0 = _mm256_loadu_si256(bg), b1 = _mm256_loadu_si256(bg + 1);
+      const __m256i b2 = _mm256_loadu_si256(bg + 2), b3 = _mm256_loadu_si256(bg + 3);
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const __m256i a0 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
+        const __m256i a1 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4 + 4));
+        const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b2));
+        const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b1), _mm256_maddubs_epi16(a1, b3));
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, ones));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, ones));
+      }
+    }
+    if (g < kg) {  // an odd last group
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+      }
+    }
+    STILE_I8_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR + 8), acc[r][1]);
+    }
+  }
+};
+
 inline bool CpuHasInt8Dot() {
 #if defined(__clang__) && __clang_major__ < 16
   // clang before 16 has no "avxvnni" for __builtin_cpu_supports: AVX-VNNI is CPUID.(7, 1):EAX[4]
@@ -249,6 +297,7 @@ inline bool CpuHasInt8Dot() {
 }
 using Int8DotKernel = Vnni256Kernel;
 using Int8FallbackKernel = Madd256Kernel;
+using Int8FallbackU7Kernel = MaddPair256Kernel;
 
 #elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
 // pmaddubsw (SSSE3) + pmaddwd on 128-bit vectors, 7-bit weights; 4 x 8: 8 accumulators + 2 + 1
@@ -390,19 +439,38 @@ using Int8DotKernel = GenericInt8Kernel<4, 8>;
 using Int8FallbackKernel = GenericInt8Kernel<4, 8>;
 #endif
 
+// Kernels: Int8DotKernel where the CPU has a dot product; else Int8FallbackKernel for any u8
+// (gemm_u8s8_i32), and Int8FallbackU7Kernel for gemm_int8's own activations, which it quantizes
+// to the kernel's kActivationMax (255 unless a kernel says less).
+#if HWY_TARGET != HWY_AVX2
+using Int8FallbackU7Kernel = Int8FallbackKernel;
+#endif
+template <class Kernel>
+constexpr std::int32_t ActivationMaxOf() {
+  if constexpr (requires { Kernel::kActivationMax; }) {
+    return Kernel::kActivationMax;
+  } else {
+    return 255;
+  }
+}
+
 inline bool UseInt8Dot() { return CpuHasInt8Dot() && !detail::int8_dot_disabled().load(std::memory_order_relaxed); }
 
 inline Int8Packing Int8PackingOnTarget() {
-  return Int8Packing{kInt8NR, UseInt8Dot() ? Int8DotKernel::kWeightMax : Int8FallbackKernel::kWeightMax};
+  static_assert(Int8FallbackKernel::kWeightMax == Int8FallbackU7Kernel::kWeightMax, "one weight packing per target");
+  return UseInt8Dot() ? Int8Packing{kInt8NR, Int8DotKernel::kWeightMax, ActivationMaxOf<Int8DotKernel>()}
+                      : Int8Packing{kInt8NR, Int8FallbackKernel::kWeightMax, ActivationMaxOf<Int8FallbackU7Kernel>()};
 }
 
 // ---------------------------------------------------------------------------------------------
-// Dynamic quantization of activations: q = clamp(nearest(x * (1 / scale)) + zp, 0, 255), the
-// rounding half to even both here and in any scalar reference (std::nearbyint).
+// Dynamic quantization of activations: q = clamp(nearest(x * (1 / scale)) + zp, 0, qmax), qmax
+// = 255 or the kernel's 127, the rounding half to even both here and in any scalar reference
+// (std::nearbyint).
 
-// Scale and zero point of the range [min(lo, 0), max(hi, 0)]: 0 is exact; a zero range gets scale 1
-// (no division by zero), a tiny one the smallest normal scale (its reciprocal stays finite).
-HWY_INLINE void ActivationParams(float lo, float hi, float& scale, std::int32_t& zp) {
+// Scale and zero point of the range [min(lo, 0), max(hi, 0)] on codes 0..qmax: 0 is exact; a zero
+// range gets scale 1 (no division by zero), a tiny one the smallest normal scale (its reciprocal
+// stays finite).
+HWY_INLINE void ActivationParams(float lo, float hi, std::int32_t qmax, float& scale, std::int32_t& zp) {
   lo = std::min(lo, 0.0f);
   hi = std::max(hi, 0.0f);
   if (!(hi > lo)) {
@@ -410,8 +478,8 @@ HWY_INLINE void ActivationParams(float lo, float hi, float& scale, std::int32_t&
     zp = 0;
     return;
   }
-  scale = std::max((hi - lo) / 255.0f, std::numeric_limits<float>::min());
-  zp = std::clamp(static_cast<std::int32_t>(std::nearbyint(-lo / scale)), 0, 255);
+  scale = std::max((hi - lo) / static_cast<float>(qmax), std::numeric_limits<float>::min());
+  zp = std::clamp(static_cast<std::int32_t>(std::nearbyint(-lo / scale)), 0, qmax);
 }
 
 HWY_INLINE void RowMinMax(const float* HWY_RESTRICT x, std::size_t K, float& lo, float& hi) {
@@ -434,24 +502,24 @@ HWY_INLINE void RowMinMax(const float* HWY_RESTRICT x, std::size_t K, float& lo,
 
 // Quantizes one row into q[0, Kp) (zeros past K); returns the sum of q.
 HWY_INLINE std::int32_t QuantizeRow(const float* HWY_RESTRICT x, std::size_t K, std::size_t Kp, float inv,
-                                    std::int32_t zp, std::uint8_t* HWY_RESTRICT q) {
+                                    std::int32_t zp, std::int32_t qmax, std::uint8_t* HWY_RESTRICT q) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<std::uint8_t, decltype(df)> d8;
   const std::size_t N = hn::Lanes(df);
   const auto vinv = hn::Set(df, inv);
-  const auto vzp = hn::Set(di, zp), v0 = hn::Zero(di), v255 = hn::Set(di, 255);
+  const auto vzp = hn::Set(di, zp), v0 = hn::Zero(di), vmax = hn::Set(di, qmax);
   auto vsum = hn::Zero(di);
   std::size_t k = 0;
   for (; k + N <= K; k += N) {
     auto qi = hn::Add(hn::NearestInt(hn::Mul(hn::LoadU(df, x + k), vinv)), vzp);
-    qi = hn::Min(hn::Max(qi, v0), v255);
+    qi = hn::Min(hn::Max(qi, v0), vmax);
     vsum = hn::Add(vsum, qi);
     hn::StoreU(hn::DemoteTo(d8, qi), d8, q + k);
   }
   std::int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
   for (; k < K; ++k) {
-    const std::int32_t v = std::clamp(static_cast<std::int32_t>(std::nearbyint(x[k] * inv)) + zp, 0, 255);
+    const std::int32_t v = std::clamp(static_cast<std::int32_t>(std::nearbyint(x[k] * inv)) + zp, 0, qmax);
     q[k] = static_cast<std::uint8_t>(v);
     sum += v;
   }
@@ -459,8 +527,9 @@ HWY_INLINE std::int32_t QuantizeRow(const float* HWY_RESTRICT x, std::size_t K, 
   return sum;
 }
 
-inline void QuantizeActivationsOnTarget(std::size_t M, const float* A, std::size_t lda, std::size_t K,
-                                        ActivationQuant aq, QuantizedActivations& out, ThreadPool* pool) {
+// qmax: the top code of the kernel that will read them.
+inline void QuantizeActivations(std::size_t M, const float* A, std::size_t lda, std::size_t K, ActivationQuant aq,
+                                std::int32_t qmax, QuantizedActivations& out, ThreadPool* pool) {
   const std::size_t Kp = int8_padded_k(K);
   out.ld = Kp;
   out.data.resize(M * Kp);
@@ -472,7 +541,7 @@ inline void QuantizeActivationsOnTarget(std::size_t M, const float* A, std::size
   if (aq == ActivationQuant::kPerTensor) {
     float lo = 0.0f, hi = 0.0f;
     for (std::size_t m = 0; m < M; ++m) RowMinMax(A + m * lda, K, lo, hi);
-    ActivationParams(lo, hi, tensor_scale, tensor_zp);
+    ActivationParams(lo, hi, qmax, tensor_scale, tensor_zp);
   }
   // Rows in chunks of 8 (a few cache lines of output each), spread over the pool.
   const std::size_t chunk = 8, tasks = (M + chunk - 1) / chunk;
@@ -484,13 +553,19 @@ inline void QuantizeActivationsOnTarget(std::size_t M, const float* A, std::size
       if (aq == ActivationQuant::kPerRow) {
         float lo = 0.0f, hi = 0.0f;
         RowMinMax(x, K, lo, hi);
-        ActivationParams(lo, hi, scale, zp);
+        ActivationParams(lo, hi, qmax, scale, zp);
       }
       out.scale[m] = scale;
       out.zero_point[m] = zp;
-      out.row_sum[m] = QuantizeRow(x, K, Kp, 1.0f / scale, zp, out.data.data() + m * Kp);
+      out.row_sum[m] = QuantizeRow(x, K, Kp, 1.0f / scale, zp, qmax, out.data.data() + m * Kp);
     }
   });
+}
+
+// quantize_activations: as gemm_int8 quantizes them on this target now.
+inline void QuantizeActivationsOnTarget(std::size_t M, const float* A, std::size_t lda, std::size_t K,
+                                        ActivationQuant aq, QuantizedActivations& out, ThreadPool* pool) {
+  QuantizeActivations(M, A, lda, K, aq, Int8PackingOnTarget().activation_max, out, pool);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,7 +709,7 @@ struct Int8Driver {
         q.lda = Kp;
       }
     } else {
-      QuantizeActivationsOnTarget(M, g.A, g.lda, K, g.aq, qa, &pool);
+      QuantizeActivations(M, g.A, g.lda, K, g.aq, ActivationMaxOf<Kernel>(), qa, &pool);
       q = Rows{qa.data.data(), qa.ld, qa.scale.data(), qa.zero_point.data(), qa.row_sum.data()};
     }
     detail::run_gemm_blocks(pool, M, N, MR, NR, [&](std::size_t m0, std::size_t m1, std::size_t n0, std::size_t n1) {
@@ -650,7 +725,7 @@ HWY_NOINLINE void RunInt8Gemm(const detail::Int8GemmArgs<Epi>& args) {
   if (UseInt8Dot()) {
     Int8Driver<Int8DotKernel, Epi>::Run(args);
   } else {
-    Int8Driver<Int8FallbackKernel, Epi>::Run(args);
+    Int8Driver<Int8FallbackU7Kernel, Epi>::Run(args);
   }
 }
 

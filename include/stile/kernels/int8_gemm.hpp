@@ -3,7 +3,9 @@
 //   C[M x N] = act(sa[m] * sw[n] * sum_k (a[m][k] - za[m]) (w[n][k] - zw') + bias[n]) + residual
 // A is fp32 and quantized on the fly inside the call (dynamic quantization, as ONNX Runtime's
 // MatMulIntegerToFloat): asymmetric u8, per row (default) or per tensor, scale = (max(x, 0) -
-// min(x, 0)) / 255, zero point round(-min(x, 0) / scale). W is quantized once, at load
+// min(x, 0)) / qmax, zero point round(-min(x, 0) / scale), qmax = int8_packing().activation_max:
+// 255, or 127 on x86 without a dot product, where 7-bit activations let the kernel add two
+// vpmaddubsw results before widening (kernels/int8_gemm-inl.h). W is quantized once, at load
 // (quant/int8_weights.hpp), packed for the micro-kernel of the target the GEMM runs on. The
 // integer product is exact; the zero points are corrected after it with the precomputed sums:
 //   sum (a - za)(w - zw') = sum a w - zw' rowsum(a) - za colsum(w) + K za zw'.
@@ -102,7 +104,8 @@ inline Int8Weights quantize_int8(const float* w, std::size_t N, std::size_t K, s
 }
 
 // The dynamic quantization gemm_int8 applies to A [M x K] (row stride lda), on its own: for
-// integer pipelines and for tests. A row (or tensor) of zeros gets scale 1 and zero point 0.
+// integer pipelines and for tests (codes 0..int8_packing().activation_max). A row (or tensor) of
+// zeros gets scale 1 and zero point 0.
 inline void quantize_activations(std::size_t M, const float* A, std::size_t lda, std::size_t K, ActivationQuant aq,
                                  QuantizedActivations& out, ThreadPool* pool = nullptr) {
   require(K > 0 && lda >= K, "quantize_activations: need 0 < K <= lda");

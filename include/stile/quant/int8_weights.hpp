@@ -47,6 +47,9 @@ enum class Int8Scheme : std::uint8_t { kSymmetricPerChannel, kAsymmetricPerTenso
 struct Int8Packing {
   std::size_t nr = 0;           // panel width: output channels per panel
   std::int32_t weight_max = 0;  // qmax: 127, or 63 (7-bit weights) where vpmaddubsw could saturate
+  // The top code of gemm_int8's activations (kernels/int8_gemm.hpp): 255, or 127 where the kernel
+  // adds two vpmaddubsw results in 16 bits (x86 without a dot product).
+  std::int32_t activation_max = 255;
 };
 
 inline constexpr std::size_t kInt8KGroup = 4;  // k values per 32-bit lane of the packed layout
