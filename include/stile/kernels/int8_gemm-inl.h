@@ -206,6 +206,21 @@ struct Vnni256Kernel {
   }
 };
 
+// One k-group g of kRows rows into acc: vpmaddubsw (pairs of u8 x s8 into saturating s16; exact for
+// 7-bit weights) then vpmaddwd with ones (pairs of s16 into s32).
+template <std::size_t kRows>
+HWY_INLINE void MaddGroup256(__m256i (&acc)[kRows][2], std::size_t g, const std::uint8_t* HWY_RESTRICT a,
+                             std::size_t lda, const std::int8_t* HWY_RESTRICT b, __m256i ones) {
+  const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
+  const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
+  STILE_I8_UNROLL
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
+    acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+    acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+  }
+}
+
 struct Madd256Kernel {
   static constexpr std::size_t MR = 4, NR = 16;
   static constexpr std::int32_t kWeightMax = 63;
@@ -216,16 +231,7 @@ struct Madd256Kernel {
     __m256i acc[kRows][2];
     STILE_I8_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    for (std::size_t g = 0; g < kg; ++g) {
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
-      }
-    }
+    for (std::size_t g = 0; g < kg; ++g) MaddGroup256<kRows>(acc, g, a, lda, b, ones);
     STILE_I8_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
@@ -264,16 +270,7 @@ struct MaddPair256Kernel {
         acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, ones));
       }
     }
-    if (g < kg) {  // an odd last group
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
-      }
-    }
+    if (g < kg) MaddGroup256<kRows>(acc, g, a, lda, b, ones);  // an odd last group
     STILE_I8_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
