@@ -396,10 +396,11 @@ TEST_CASE("gemm on stacked blocks of mixed bitwidths equals the naive reference"
   });
 }
 
-// The fused GEMM decodes each panel in k slices interleaved with the micro-kernels of the panel
-// before it (kernels/gemm-inl.h, PanelStream), patching outliers last; decode_to_packed decodes
-// whole panels. The accumulation order is the same, so the two GEMMs must agree bit for bit: a
-// slice decoded twice, skipped or patched in the wrong order shows here.
+// The fused GEMM decodes each KC x NR panel (each KC x NC block when the rows span several MC
+// blocks) just before its micro-kernels run (kernels/gemm-inl.h), patching outliers last;
+// decode_to_packed decodes the whole matrix first. The accumulation order
+// is the same, so the two GEMMs must agree bit for bit: a panel decoded wrong, skipped or patched
+// in the wrong order shows here.
 template <class W>
 void check_fused_equals_decoded(const W& w, std::size_t M, stile::ThreadPool& pool) {
   const stile::PackedWeights packed = stile::decode_to_packed(w);
