@@ -244,7 +244,9 @@ struct Madd256Kernel {
 // results are added in 16 bits before one vpmaddwd. Exact: |a0 w0 + a1 w1| <= 2 * 127 * 63 = 16002,
 // and two of them 32004 < 32767. Per row and 8 k values: 4 vpmaddubsw + 2 vpmaddwd on the two
 // multiply ports instead of 4 + 4 (the cap of the kernel above is the fp32 FMA's rate times 2).
-// 4 x 16: 8 accumulators + 4 panel vectors + 2 broadcasts + the constant = 15 of 16.
+// 4 x 16: 8 accumulators + 2 broadcasts + the constant + the products leave no room for all 4
+// panel vectors: g++ 12 takes two of them as memory operands and keeps one accumulator on the
+// stack (a 3-row tile, which would not, is untried).
 struct MaddPair256Kernel {
   static constexpr std::size_t MR = 4, NR = 16;
   static constexpr std::int32_t kWeightMax = 63, kActivationMax = 127;
