@@ -206,50 +206,19 @@ struct Vnni256Kernel {
   }
 };
 
-// One k-group g of kRows rows into acc: vpmaddubsw (pairs of u8 x s8 into saturating s16; exact for
-// 7-bit weights) then vpmaddwd with ones (pairs of s16 into s32).
-template <std::size_t kRows>
-HWY_INLINE void MaddGroup256(__m256i (&acc)[kRows][2], std::size_t g, const std::uint8_t* HWY_RESTRICT a,
-                             std::size_t lda, const std::int8_t* HWY_RESTRICT b, __m256i ones) {
-  const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
-  const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
-  STILE_I8_UNROLL
-  for (std::size_t r = 0; r < kRows; ++r) {
-    const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-    acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
-    acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
-  }
-}
-
-struct Madd256Kernel {
+// Without VNNI, 4 x 16: per k-group, vpmaddubsw (pairs of u8 x s8 into saturating s16; exact for
+// 7-bit weights) then vpmaddwd with ones (pairs of s16 into s32), for any u8 activations; or,
+// kPairGroups, on gemm_int8's own activations quantized to 7 bits (0..127), two k-groups'
+// vpmaddubsw results added in 16 bits before one vpmaddwd. Exact: |a0 w0 + a1 w1| <= 2 * 127 * 63
+// = 16002, and two of them 32004 < 32767. Per row and 8 k values: 4 vpmaddubsw + 2 vpmaddwd on the
+// two multiply ports instead of 4 + 4 (the per-group kernel's cap is the fp32 FMA's rate times 2).
+// Registers: 8 accumulators + 2 broadcasts + the constant + the products leave no room for all 4
+// panel vectors of a pair: g++ 12 takes two of them as memory operands and keeps one accumulator
+// on the stack. A 3-row tile, which spills nothing, measured the same (docs/results.md).
+template <bool kPairGroups>
+struct MaddKernel256 {
   static constexpr std::size_t MR = 4, NR = 16;
-  static constexpr std::int32_t kWeightMax = 63;
-  template <std::size_t kRows>
-  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
-                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc[kRows][2];
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    for (std::size_t g = 0; g < kg; ++g) MaddGroup256<kRows>(acc, g, a, lda, b, ones);
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR + 8), acc[r][1]);
-    }
-  }
-};
-
-// gemm_int8 without VNNI, on its own activations quantized to 7 bits (0..127): two vpmaddubsw
-// results are added in 16 bits before one vpmaddwd. Exact: |a0 w0 + a1 w1| <= 2 * 127 * 63 = 16002,
-// and two of them 32004 < 32767. Per row and 8 k values: 4 vpmaddubsw + 2 vpmaddwd on the two
-// multiply ports instead of 4 + 4 (the cap of the kernel above is the fp32 FMA's rate times 2).
-// 4 x 16: 8 accumulators + 2 broadcasts + the constant + the products leave no room for all 4
-// panel vectors: g++ 12 takes two of them as memory operands and keeps one accumulator on the
-// stack. A 3-row tile, which spills nothing, measured the same (docs/results.md).
-struct MaddPair256Kernel {
-  static constexpr std::size_t MR = 4, NR = 16;
-  static constexpr std::int32_t kWeightMax = 63, kActivationMax = 127;
+  static constexpr std::int32_t kWeightMax = 63, kActivationMax = kPairGroups ? 127 : 255;
   template <std::size_t kRows>
   static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
                                 const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
@@ -258,21 +227,32 @@ struct MaddPair256Kernel {
     STILE_I8_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     std::size_t g = 0;
-    for (; g + 2 <= kg; g += 2) {  // groups g and g + 1: 128 bytes of the panel
-      const auto* bg = reinterpret_cast<const __m256i*>(b + g * 64);
-      const __m256i b0 = _mm256_loadu_si256(bg), b1 = _mm256_loadu_si256(bg + 1);
-      const __m256i b2 = _mm256_loadu_si256(bg + 2), b3 = _mm256_loadu_si256(bg + 3);
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m256i a0 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        const __m256i a1 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4 + 4));
-        const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b2));
-        const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b1), _mm256_maddubs_epi16(a1, b3));
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, ones));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, ones));
+    if constexpr (kPairGroups) {
+      for (; g + 2 <= kg; g += 2) {  // groups g and g + 1: 128 bytes of the panel
+        const auto* bg = reinterpret_cast<const __m256i*>(b + g * 64);
+        const __m256i b0 = _mm256_loadu_si256(bg), b1 = _mm256_loadu_si256(bg + 1);
+        const __m256i b2 = _mm256_loadu_si256(bg + 2), b3 = _mm256_loadu_si256(bg + 3);
+        STILE_I8_UNROLL
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const __m256i a0 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
+          const __m256i a1 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4 + 4));
+          const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b2));
+          const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b1), _mm256_maddubs_epi16(a1, b3));
+          acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, ones));
+          acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, ones));
+        }
       }
     }
-    if (g < kg) MaddGroup256<kRows>(acc, g, a, lda, b, ones);  // an odd last group
+    for (; g < kg; ++g) {  // every group, or an odd last one
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+      }
+    }
     STILE_I8_UNROLL
     for (std::size_t r = 0; r < kRows; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
@@ -295,8 +275,8 @@ inline bool CpuHasInt8Dot() {
   return has;
 }
 using Int8DotKernel = Vnni256Kernel;
-using Int8FallbackKernel = Madd256Kernel;
-using Int8FallbackU7Kernel = MaddPair256Kernel;
+using Int8FallbackKernel = MaddKernel256<false>;
+using Int8FallbackU7Kernel = MaddKernel256<true>;
 
 #elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
 // pmaddubsw (SSSE3) + pmaddwd on 128-bit vectors, 7-bit weights; 4 x 8: 8 accumulators + 2 + 1
@@ -456,7 +436,6 @@ constexpr std::int32_t ActivationMaxOf() {
 inline bool UseInt8Dot() { return CpuHasInt8Dot() && !detail::int8_dot_disabled().load(std::memory_order_relaxed); }
 
 inline Int8Packing Int8PackingOnTarget() {
-  static_assert(Int8FallbackKernel::kWeightMax == Int8FallbackU7Kernel::kWeightMax, "one weight packing per target");
   return UseInt8Dot() ? Int8Packing{kInt8NR, Int8DotKernel::kWeightMax, ActivationMaxOf<Int8DotKernel>()}
                       : Int8Packing{kInt8NR, Int8FallbackKernel::kWeightMax, ActivationMaxOf<Int8FallbackU7Kernel>()};
 }
