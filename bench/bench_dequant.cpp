@@ -115,16 +115,14 @@ int main(int argc, char** argv) {
   cli.toggle("--quick", "fewer rounds and batches", quick);
   cli.flag("--target", "NAME", "a Highway target this CPU has (e.g. SSE4), to compare the lookups on it", target);
   cli.flag("--part", "LETTERS", "which parts to run, of a, b, c, d", parts);
-  bool no_dot = false;
   cli.flag("--outlier-ll", "X", "outlier threshold: log-likelihood under the Gaussian fit (default -4; -1.65 gives about 0.5%)",
            g_outlier_ll);
-  cli.toggle("--no-dot", "int8 GEMM without the dot-product instructions (VNNI, AVX-VNNI, sdot)", no_dot);
+  cli.no_int8_dot();
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (!target.empty() && !force_target(target)) {
     fmt::print(stderr, "target {} is not supported here or not compiled\n", target);
     return 1;
   }
-  if (no_dot) stile::detail::int8_dot_disabled() = true;
   const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
   stile::ThreadPool pool(1);
   std::mt19937 rng(42);

@@ -19,33 +19,19 @@
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/int8_gemm.hpp"
 
-#include <hwy/targets.h>
-
 int main(int argc, char** argv) {
-  bool quick = false, no_dot = false;
-  std::string target;
+  bool quick = false;
   std::vector<std::size_t> ms = {16, 32, 64, 128, 256};
   std::vector<std::size_t> thread_counts = {1, 2};
   stile_cli::Parser cli("bench_int8_gemm", "[options]",
                         "int8 GEMM (dynamic u8 activations x s8 weights) against stile's fp32 GEMM on packed weights: "
                         "MiniLM and BERT-base layer shapes, the same threads.");
   cli.toggle("--quick", "fewer repetitions", quick);
-  cli.toggle("--no-dot", "forbid VNNI / AVX-VNNI / sdot (the 7-bit vpmaddubsw path on x86)", no_dot);
-  cli.flag("--target", "NAME", "force this Highway target (AVX3, AVX2, SSE4, ...)", target);
+  cli.no_int8_dot();
+  cli.simd_target();
   cli.flag("--m", "LIST", "rows (tokens) to run", ms);
   cli.flag("--threads", "LIST", "thread counts to run", thread_counts);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
-  if (!target.empty()) {
-    bool found = false;
-    for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
-      if (target == hwy::TargetName(t)) {
-        hwy::SetSupportedTargetsForTest(t);
-        found = true;
-      }
-    }
-    if (!found) cli.fail("target " + target + " is not supported here or not compiled");
-  }
-  stile::detail::int8_dot_disabled() = no_dot;
 
   struct Shape {
     const char* model;
@@ -55,9 +41,10 @@ int main(int argc, char** argv) {
                                      {"MiniLM", 384, 1536}, {"base", 2304, 768},  {"base", 768, 768},
                                      {"base", 3072, 768},   {"base", 768, 3072}};
   const stile::Int8Packing packing = stile::int8_packing();
-  fmt::print("machine: {}\nstile target: {}, int8 kernel: {} (weights +-{}, panel width {})\n",
+  fmt::print("machine: {}\nstile target: {}, int8 kernel: {} (weights +-{}, activations 0..{}, panel width {})\n",
              stile::bench::machine_description(), stile::active_target_name(),
-             packing.weight_max == 127 ? "dot product" : "vpmaddubsw, 7-bit weights", packing.weight_max, packing.nr);
+             packing.weight_max == 127 ? "dot product" : "vpmaddubsw, 7-bit weights", packing.weight_max,
+             packing.activation_max, packing.nr);
   fmt::print(
       "GOPS (2 M N K / s): the median of {} alternating rounds, each the median of 9 batches; ratio = int8 / fp32; "
       "quant = the activation quantization alone (us), included in int8\n\n",
