@@ -27,7 +27,30 @@
 
 #include "stile/core/error.hpp"
 
+// ThreadSanitizer and code it does not instrument: the sanitizer stage of scripts/test compiles
+// the SIMD kernels without -fsanitize=thread (tests/CMakeLists.txt), and their GEMMs run jobs on
+// this pool, so the sanitizer misses the acquires and releases of those jobs and takes the next
+// job's writes for races. With STILE_TSAN_ANNOTATIONS (defined for every translation unit of that
+// build that links the kernels) the pool also hands each edge to the sanitizer's runtime.
+#if defined(STILE_TSAN_ANNOTATIONS)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace stile {
+
+namespace detail {
+inline void tsan_acquire([[maybe_unused]] const void* p) noexcept {
+#if defined(STILE_TSAN_ANNOTATIONS)
+  __tsan_acquire(const_cast<void*>(p));
+#endif
+}
+inline void tsan_release([[maybe_unused]] const void* p) noexcept {
+#if defined(STILE_TSAN_ANNOTATIONS)
+  __tsan_release(const_cast<void*>(p));
+#endif
+}
+}  // namespace detail
 
 // Tells the scheduler that the calling thread is CPU-bound (Linux: SCHED_BATCH, which needs no
 // privilege): it then never preempts a running thread when it wakes. The pipeline's compute
@@ -118,6 +141,7 @@ class ThreadPool {
     done_.store(0, std::memory_order_relaxed);
     job_ = (job_ + 1) & kJobMask;
     // Publishes the job: everything above happens-before a worker's successful claim.
+    detail::tsan_release(&ticket_);
     ticket_.store(make_ticket(job_, num_tasks, 0), std::memory_order_release);
     wake_.fetch_add(1, std::memory_order_release);
     wake_.notify_all();
@@ -125,6 +149,7 @@ class ThreadPool {
     work(job_, 0);
 
     spin_then_wait(done_, [&](std::uint32_t done) { return done == num_tasks; });
+    detail::tsan_acquire(&done_);
     if (failed_.load(std::memory_order_relaxed)) {
       std::exception_ptr e = std::move(error_);
       error_ = nullptr;
@@ -159,11 +184,13 @@ class ThreadPool {
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
         continue;  // t now holds the current ticket
       }
+      detail::tsan_acquire(&ticket_);
       try {
         job_fn_(job_ctx_, static_cast<std::size_t>(next), worker);
       } catch (...) {
         if (!failed_.exchange(true)) error_ = std::current_exception();
       }
+      detail::tsan_release(&done_);
       if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) done_.notify_one();
       t = ticket_.load(std::memory_order_acquire);
     }
