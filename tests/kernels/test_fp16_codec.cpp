@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "host_tiles.hpp"
 #include "stile/core/half.hpp"
 #include "stile/kernels/fp16_weights.hpp"
 #include "stile/kernels/gemm.hpp"
@@ -193,7 +194,7 @@ TEST_CASE("gemm on PackedF16 equals the fp32 GEMM on the decoded halves, on ever
     check_f16_gemm<stile::DefaultTiles>(7, 257, 301, pool2);               // K over KC: several K blocks
     check_f16_gemm<stile::DefaultTiles>(300, 100, 129, pool2);             // M over MC: whole blocks decoded
     check_f16_gemm<stile::DefaultTiles>(9, 1100, 71, pool3);               // N over NC, uneven chunks
-    check_f16_gemm<stile::TileShape<3, 8, 16, 9, 24>>(29, 61, 77, pool2);  // a host's tiles
+    check_f16_gemm<stile_test::SmallHostTiles>(29, 61, 77, pool2);        // a host's tiles
   });
 }
 

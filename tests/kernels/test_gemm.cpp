@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "host_tiles.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/gemm_impl.hpp"  // instantiates the tests' own tile shapes
 
@@ -165,7 +166,7 @@ TEST_CASE("gemm equals the naive reference on every target, shape and epilogue",
 
 TEST_CASE("gemm with a host-chosen tile shape crosses every cache block", "[gemm]") {
   // Small MC / NC / KC so that even small problems span several blocks of each.
-  using Small = stile::TileShape<3, 8, 16, 9, 24>;
+  using Small = stile_test::SmallHostTiles;
   using Tall = stile::TileShape<1, 4, 8, 1, 4>;
   stile::ThreadPool pool2(2);
   for_each_target([&] {
@@ -178,7 +179,7 @@ TEST_CASE("gemm on weights packed at load equals the reference", "[gemm]") {
   stile::ThreadPool pool2(2);
   for_each_target([&] {
     for (const std::size_t M : {1, 7, 128}) run_all_epilogues<stile::DefaultTiles, Layout::kPacked>(M, 100, 300, pool2);
-    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, Layout::kPacked>(29, 61, 77, pool2);
+    run_all_epilogues<stile_test::SmallHostTiles, Layout::kPacked>(29, 61, 77, pool2);
   });
   // Weights packed for another panel width are refused, not misread.
   std::vector<float> A(4 * 8), W(6 * 8), C(4 * 6);
@@ -197,7 +198,7 @@ TEST_CASE("gemm on transposed weights (attention's V) equals the reference", "[g
         run_all_epilogues<stile::DefaultTiles, Layout::kTransposed>(M, nk.first, nk.second, M % 2 ? pool1 : pool2);
       }
     }
-    run_all_epilogues<stile::TileShape<3, 8, 16, 9, 24>, Layout::kTransposed>(29, 61, 77, pool2);
+    run_all_epilogues<stile_test::SmallHostTiles, Layout::kTransposed>(29, 61, 77, pool2);
   });
 }
 
