@@ -91,6 +91,65 @@ struct GenericInt8Kernel {
   }
 };
 
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// x86 without a dot product, on the vectors of V (MaddOps128 / 256 / 512: V::kBytes each; a row's
+// NR = V::kBytes / 2 int32 columns are two vectors): per k-group, vpmaddubsw (pairs of u8 x s8 into
+// saturating s16; exact for 7-bit weights) then vpmaddwd with ones (pairs of s16 into s32), for
+// any u8 activations; or, kPairGroups, on gemm_int8's own activations quantized to 7 bits
+// (0..127), two k-groups' vpmaddubsw results added in 16 bits before one vpmaddwd. Exact:
+// |a0 w0 + a1 w1| <= 2 * 127 * 63 = 16002, and two of them 32004 < 32767. Per row and 8 k values:
+// 4 vpmaddubsw + 2 vpmaddwd on the multiply ports instead of 4 + 4 (the per-group kernel's cap is
+// the fp32 FMA's rate times 2). Registers (16 on AVX2 and SSE4): 2 MR accumulators, 2 broadcasts,
+// the constant and the products leave no room for all 4 panel vectors of a pair at MR = 4: g++ 12
+// takes two of them as memory operands and keeps one accumulator on the stack; a 3-row tile,
+// which spills nothing, measured the same on AVX2 (docs/results.md).
+template <class V, std::size_t kMR, bool kPairGroups>
+struct MaddKernel {
+  static constexpr std::size_t MR = kMR, NR = V::kBytes / 2;
+  static constexpr std::int32_t kWeightMax = 63, kActivationMax = kPairGroups ? 127 : 255;
+  template <std::size_t kRows>
+  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
+                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
+    using T = typename V::T;
+    constexpr std::size_t kVec = V::kBytes;  // a k-group of the panel is 2 vectors
+    const T ones = V::Ones16();
+    T acc[kRows][2];
+    STILE_I8_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = V::Zero();
+    std::size_t g = 0;
+    if constexpr (kPairGroups) {
+      for (; g + 2 <= kg; g += 2) {  // groups g and g + 1: 4 vectors of the panel
+        const std::int8_t* bg = b + g * 2 * kVec;
+        const T b0 = V::Load(bg), b1 = V::Load(bg + kVec), b2 = V::Load(bg + 2 * kVec), b3 = V::Load(bg + 3 * kVec);
+        STILE_I8_UNROLL
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const T a0 = V::Broadcast32(LoadGroup(a + r * lda + g * 4));
+          const T a1 = V::Broadcast32(LoadGroup(a + r * lda + g * 4 + 4));
+          const T lo = V::Add16(V::Maddubs(a0, b0), V::Maddubs(a1, b2));
+          const T hi = V::Add16(V::Maddubs(a0, b1), V::Maddubs(a1, b3));
+          acc[r][0] = V::Add32(acc[r][0], V::Madd(lo, ones));
+          acc[r][1] = V::Add32(acc[r][1], V::Madd(hi, ones));
+        }
+      }
+    }
+    for (; g < kg; ++g) {  // every group, or an odd last one
+      const T b0 = V::Load(b + g * 2 * kVec), b1 = V::Load(b + g * 2 * kVec + kVec);
+      STILE_I8_UNROLL
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const T av = V::Broadcast32(LoadGroup(a + r * lda + g * 4));
+        acc[r][0] = V::Add32(acc[r][0], V::Madd(V::Maddubs(av, b0), ones));
+        acc[r][1] = V::Add32(acc[r][1], V::Madd(V::Maddubs(av, b1), ones));
+      }
+    }
+    STILE_I8_UNROLL
+    for (std::size_t r = 0; r < kRows; ++r) {
+      V::Store(c + r * NR, acc[r][0]);
+      V::Store(c + r * NR + NR / 2, acc[r][1]);
+    }
+  }
+};
+#endif
+
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // 8 x 32 on 512-bit vectors: 16 accumulators + 2 panel vectors + 1 broadcast of 32 registers
 // (the maddubs path adds a constant and two temporaries).
@@ -131,33 +190,19 @@ struct Vnni512Kernel {
   }
 };
 
-// Without VNNI: vpmaddubsw (pairs of u8 x s8 into saturating s16; exact for 7-bit weights) then
-// vpmaddwd with ones (pairs of s16 into s32).
-struct Madd512Kernel {
-  static constexpr std::size_t MR = 8, NR = 32;
-  static constexpr std::int32_t kWeightMax = 63;
-  template <std::size_t kRows>
-  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
-                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
-    const __m512i ones = _mm512_set1_epi16(1);
-    __m512i acc[kRows][2];
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
-    for (std::size_t g = 0; g < kg; ++g) {
-      const __m512i b0 = _mm512_loadu_si512(b + g * 128), b1 = _mm512_loadu_si512(b + g * 128 + 64);
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m512i av = _mm512_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_madd_epi16(_mm512_maddubs_epi16(av, b0), ones));
-        acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_madd_epi16(_mm512_maddubs_epi16(av, b1), ones));
-      }
-    }
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) {
-      _mm512_storeu_si512(c + r * NR, acc[r][0]);
-      _mm512_storeu_si512(c + r * NR + 16, acc[r][1]);
-    }
-  }
+// Without VNNI: MaddKernel on 512-bit vectors, 8 x 32 (25 of 32 registers with pairs of groups).
+struct MaddOps512 {
+  using T = __m512i;
+  static constexpr std::size_t kBytes = 64;
+  static HWY_INLINE T Zero() { return _mm512_setzero_si512(); }
+  static HWY_INLINE T Ones16() { return _mm512_set1_epi16(1); }
+  static HWY_INLINE T Load(const std::int8_t* p) { return _mm512_loadu_si512(p); }
+  static HWY_INLINE void Store(std::int32_t* p, T v) { _mm512_storeu_si512(p, v); }
+  static HWY_INLINE T Broadcast32(std::int32_t v) { return _mm512_set1_epi32(v); }
+  static HWY_INLINE T Maddubs(T a, T b) { return _mm512_maddubs_epi16(a, b); }
+  static HWY_INLINE T Madd(T a, T b) { return _mm512_madd_epi16(a, b); }
+  static HWY_INLINE T Add16(T a, T b) { return _mm512_add_epi16(a, b); }
+  static HWY_INLINE T Add32(T a, T b) { return _mm512_add_epi32(a, b); }
 };
 
 inline bool CpuHasInt8Dot() {
@@ -165,7 +210,8 @@ inline bool CpuHasInt8Dot() {
   return has;
 }
 using Int8DotKernel = Vnni512Kernel;
-using Int8FallbackKernel = Madd512Kernel;
+using Int8FallbackKernel = MaddKernel<MaddOps512, 8, false>;
+using Int8FallbackU7Kernel = MaddKernel<MaddOps512, 8, true>;
 
 #elif HWY_TARGET == HWY_AVX2
 // 16 of 16 registers: VNNI 6 x 16 = 12 accumulators + 2 panel vectors + 1 broadcast; the maddubs
@@ -206,59 +252,19 @@ struct Vnni256Kernel {
   }
 };
 
-// Without VNNI, 4 x 16: per k-group, vpmaddubsw (pairs of u8 x s8 into saturating s16; exact for
-// 7-bit weights) then vpmaddwd with ones (pairs of s16 into s32), for any u8 activations; or,
-// kPairGroups, on gemm_int8's own activations quantized to 7 bits (0..127), two k-groups'
-// vpmaddubsw results added in 16 bits before one vpmaddwd. Exact: |a0 w0 + a1 w1| <= 2 * 127 * 63
-// = 16002, and two of them 32004 < 32767. Per row and 8 k values: 4 vpmaddubsw + 2 vpmaddwd on the
-// two multiply ports instead of 4 + 4 (the per-group kernel's cap is the fp32 FMA's rate times 2).
-// Registers: 8 accumulators + 2 broadcasts + the constant + the products leave no room for all 4
-// panel vectors of a pair: g++ 12 takes two of them as memory operands and keeps one accumulator
-// on the stack. A 3-row tile, which spills nothing, measured the same (docs/results.md).
-template <bool kPairGroups>
-struct MaddKernel256 {
-  static constexpr std::size_t MR = 4, NR = 16;
-  static constexpr std::int32_t kWeightMax = 63, kActivationMax = kPairGroups ? 127 : 255;
-  template <std::size_t kRows>
-  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
-                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc[kRows][2];
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    std::size_t g = 0;
-    if constexpr (kPairGroups) {
-      for (; g + 2 <= kg; g += 2) {  // groups g and g + 1: 128 bytes of the panel
-        const auto* bg = reinterpret_cast<const __m256i*>(b + g * 64);
-        const __m256i b0 = _mm256_loadu_si256(bg), b1 = _mm256_loadu_si256(bg + 1);
-        const __m256i b2 = _mm256_loadu_si256(bg + 2), b3 = _mm256_loadu_si256(bg + 3);
-        STILE_I8_UNROLL
-        for (std::size_t r = 0; r < kRows; ++r) {
-          const __m256i a0 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-          const __m256i a1 = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4 + 4));
-          const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b2));
-          const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b1), _mm256_maddubs_epi16(a1, b3));
-          acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, ones));
-          acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, ones));
-        }
-      }
-    }
-    for (; g < kg; ++g) {  // every group, or an odd last one
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64));
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + g * 64 + 32));
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m256i av = _mm256_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
-      }
-    }
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR), acc[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * NR + 8), acc[r][1]);
-    }
-  }
+// Without VNNI: MaddKernel on 256-bit vectors, 4 x 16.
+struct MaddOps256 {
+  using T = __m256i;
+  static constexpr std::size_t kBytes = 32;
+  static HWY_INLINE T Zero() { return _mm256_setzero_si256(); }
+  static HWY_INLINE T Ones16() { return _mm256_set1_epi16(1); }
+  static HWY_INLINE T Load(const std::int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static HWY_INLINE void Store(std::int32_t* p, T v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+  static HWY_INLINE T Broadcast32(std::int32_t v) { return _mm256_set1_epi32(v); }
+  static HWY_INLINE T Maddubs(T a, T b) { return _mm256_maddubs_epi16(a, b); }
+  static HWY_INLINE T Madd(T a, T b) { return _mm256_madd_epi16(a, b); }
+  static HWY_INLINE T Add16(T a, T b) { return _mm256_add_epi16(a, b); }
+  static HWY_INLINE T Add32(T a, T b) { return _mm256_add_epi32(a, b); }
 };
 
 inline bool CpuHasInt8Dot() {
@@ -275,45 +281,31 @@ inline bool CpuHasInt8Dot() {
   return has;
 }
 using Int8DotKernel = Vnni256Kernel;
-using Int8FallbackKernel = MaddKernel256<false>;
-using Int8FallbackU7Kernel = MaddKernel256<true>;
+using Int8FallbackKernel = MaddKernel<MaddOps256, 4, false>;
+using Int8FallbackU7Kernel = MaddKernel<MaddOps256, 4, true>;
 
 #elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-// pmaddubsw (SSSE3) + pmaddwd on 128-bit vectors, 7-bit weights; 4 x 8: 8 accumulators + 2 + 1
-// + a constant and two temporaries = 14 of 16.
+// No dot product: MaddKernel on 128-bit vectors (pmaddubsw is SSSE3), 4 x 8.
 inline constexpr std::size_t kInt8NR = 8;
 
-struct Madd128Kernel {
-  static constexpr std::size_t MR = 4, NR = 8;
-  static constexpr std::int32_t kWeightMax = 63;
-  template <std::size_t kRows>
-  static HWY_NOINLINE void Tile(std::size_t kg, const std::uint8_t* HWY_RESTRICT a, std::size_t lda,
-                                const std::int8_t* HWY_RESTRICT b, const std::int32_t*, std::int32_t* HWY_RESTRICT c) {
-    const __m128i ones = _mm_set1_epi16(1);
-    __m128i acc[kRows][2];
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm_setzero_si128();
-    for (std::size_t g = 0; g < kg; ++g) {
-      const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + g * 32));
-      const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + g * 32 + 16));
-      STILE_I8_UNROLL
-      for (std::size_t r = 0; r < kRows; ++r) {
-        const __m128i av = _mm_set1_epi32(LoadGroup(a + r * lda + g * 4));
-        acc[r][0] = _mm_add_epi32(acc[r][0], _mm_madd_epi16(_mm_maddubs_epi16(av, b0), ones));
-        acc[r][1] = _mm_add_epi32(acc[r][1], _mm_madd_epi16(_mm_maddubs_epi16(av, b1), ones));
-      }
-    }
-    STILE_I8_UNROLL
-    for (std::size_t r = 0; r < kRows; ++r) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + r * NR), acc[r][0]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(c + r * NR + 4), acc[r][1]);
-    }
-  }
+struct MaddOps128 {
+  using T = __m128i;
+  static constexpr std::size_t kBytes = 16;
+  static HWY_INLINE T Zero() { return _mm_setzero_si128(); }
+  static HWY_INLINE T Ones16() { return _mm_set1_epi16(1); }
+  static HWY_INLINE T Load(const std::int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static HWY_INLINE void Store(std::int32_t* p, T v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+  static HWY_INLINE T Broadcast32(std::int32_t v) { return _mm_set1_epi32(v); }
+  static HWY_INLINE T Maddubs(T a, T b) { return _mm_maddubs_epi16(a, b); }
+  static HWY_INLINE T Madd(T a, T b) { return _mm_madd_epi16(a, b); }
+  static HWY_INLINE T Add16(T a, T b) { return _mm_add_epi16(a, b); }
+  static HWY_INLINE T Add32(T a, T b) { return _mm_add_epi32(a, b); }
 };
 
 inline bool CpuHasInt8Dot() { return false; }
-using Int8DotKernel = Madd128Kernel;
-using Int8FallbackKernel = Madd128Kernel;
+using Int8FallbackKernel = MaddKernel<MaddOps128, 4, false>;
+using Int8FallbackU7Kernel = MaddKernel<MaddOps128, 4, true>;
+using Int8DotKernel = Int8FallbackKernel;  // never chosen: no dot product on these targets
 
 #elif HWY_TARGET == HWY_NEON
 // sdot is s8 x s8: the kernel feeds a - 128 (a XOR 0x80) as s8 and adds back 128 * colsum(w).
@@ -421,7 +413,7 @@ using Int8FallbackKernel = GenericInt8Kernel<4, 8>;
 // Kernels: Int8DotKernel where the CPU has a dot product; else Int8FallbackKernel for any u8
 // (gemm_u8s8_i32), and Int8FallbackU7Kernel for gemm_int8's own activations, which it quantizes
 // to the kernel's kActivationMax (255 unless a kernel says less).
-#if HWY_TARGET != HWY_AVX2
+#if !HWY_ARCH_X86 || HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 using Int8FallbackU7Kernel = Int8FallbackKernel;
 #endif
 template <class Kernel>
