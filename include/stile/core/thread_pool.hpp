@@ -33,8 +33,7 @@
 // job's writes for races. With STILE_TSAN_ANNOTATIONS (defined for every translation unit of that
 // build that links the kernels) the pool also hands each edge to the sanitizer's runtime.
 #if defined(STILE_TSAN_ANNOTATIONS)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
+#include <sanitizer/tsan_interface.h>  // __tsan_acquire, __tsan_release (GCC and clang ship it)
 #endif
 
 namespace stile {
