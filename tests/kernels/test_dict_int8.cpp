@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "int8_test_util.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/dict_int8.hpp"
 #include "stile/kernels/int8_gemm.hpp"
@@ -102,9 +103,8 @@ void check_decoded(const Dict& d) {
 }  // namespace
 
 TEST_CASE("decode_to_int8 stores every centroid's int8 value, outliers apart", "[dict][int8]") {
-  for (const bool no_dot : {false, true}) {
-    stile::detail::int8_dot_disabled() = no_dot;
-    stile_test::for_each_target([&] {
+  stile_test::for_each_target([&] {
+    stile_test::with_and_without_int8_dot([&] {
       for (const unsigned bits : {2u, 3u, 4u, 5u, 6u}) {
         for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{64, 300}, {37, 53}, {16, 4}, {70, 1},
                                          {8, 5}, {100, 259}}) {
@@ -112,27 +112,17 @@ TEST_CASE("decode_to_int8 stores every centroid's int8 value, outliers apart", "
         }
       }
     });
-  }
-  stile::detail::int8_dot_disabled() = false;
+  });
 }
 
 TEST_CASE("gemm_dict_int8 equals the reference on exactly quantized activations", "[dict][int8]") {
   stile::ThreadPool pool(2);
-  stile_test::for_each_target([&] {
+  stile_test::for_each_target([&] { stile_test::with_and_without_int8_dot([&] {
     const std::size_t M = 9, N = 45, K = 131;
     for (const unsigned bits : {3u, 6u}) {
       const Dict d = make_dict(N, K, bits, bits);
       const stile::DictInt8Weights w = stile::decode_to_int8(d.view());
-      // Rows of (u - 128) / 16, u in 0..255 with 0 and 255 in each: scale 1/16, zero point 128.
-      std::mt19937 rng(3);
-      std::uniform_int_distribution<int> u8(0, 255);
-      std::vector<float> A(M * K);
-      for (std::size_t m = 0; m < M; ++m) {
-        for (std::size_t k = 0; k < K; ++k) {
-          const int u = k == 0 ? 0 : k == 1 ? 255 : u8(rng);
-          A[m * K + k] = static_cast<float>(u - 128) / 16.0f;
-        }
-      }
+      const std::vector<float> A = stile_test::exact_activations(M, K, K, 3);
       std::vector<float> C(M * N);
       stile::gemm_dict_int8(M, A.data(), K, w, C.data(), N, &pool);
       double worst = 0;
@@ -153,7 +143,7 @@ TEST_CASE("gemm_dict_int8 equals the reference on exactly quantized activations"
       INFO("bits " << bits << " worst relative error " << worst);
       CHECK(worst <= 1e-5);
     }
-  });
+  }); });
 }
 
 TEST_CASE("decode_to_int8 refuses 32-bit weights and bad centroids", "[dict][int8]") {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "int8_test_util.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/dict_int8_stack.hpp"
 #include "stile/ops/linear.hpp"
@@ -181,20 +182,7 @@ void check_stack(bool by_rows, ThreadPool* pool) {
   if (!by_rows) CHECK(outliers.count({0, 16}) == 1);
 }
 
-// A = (u - 128) / 16 with u in 0..255 and 0, 255 in every row: per-row u8 quantization is exact
-// (scale 1/16, zero point 128), so only the weights' rounding is left, which the reference applies.
-std::vector<float> exact_activations(std::size_t M, std::size_t K, std::size_t lda) {
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int> u8(0, 255);
-  std::vector<float> A(M * lda, 0.0f);
-  for (std::size_t m = 0; m < M; ++m) {
-    for (std::size_t k = 0; k < K; ++k) {
-      const int u = k == 0 ? 0 : k == 1 ? 255 : u8(rng);
-      A[m * lda + k] = static_cast<float>(u - 128) / 16.0f;
-    }
-  }
-  return A;
-}
+using stile_test::exact_activations;
 
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
@@ -202,23 +190,20 @@ double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 TEST_CASE("a stack of shards decodes to int8 with one scale per row as documented", "[dict][int8]") {
   ThreadPool pool(2);
-  for (const bool no_dot : {false, true}) {
-    stile::detail::int8_dot_disabled() = no_dot;
-    stile_test::for_each_target([&] {
+  stile_test::for_each_target([&] {
+    stile_test::with_and_without_int8_dot([&] {
       for (const bool by_rows : {true, false}) {
         check_stack(by_rows, nullptr);
         check_stack(by_rows, &pool);
       }
     });
-  }
-  stile::detail::int8_dot_disabled() = false;
+  });
 }
 
 TEST_CASE("the int8 linear layer over shards adds the outliers before the GELU", "[dict][int8]") {
   ThreadPool pool(2);
-  for (const bool no_dot : {false, true}) {
-    stile::detail::int8_dot_disabled() = no_dot;
-    stile_test::for_each_target([&] {
+  stile_test::for_each_target([&] {
+    stile_test::with_and_without_int8_dot([&] {
       for (const bool by_rows : {true, false}) {
         const Stack s = make_stack(by_rows, 7);
         const std::size_t N = s.stack.rows(), K = s.stack.cols(), M = 19, lda = K + 3, ldc = N + 2;
@@ -267,8 +252,7 @@ TEST_CASE("the int8 linear layer over shards adds the outliers before the GELU",
         CHECK(worst_approx <= 1.0);
       }
     });
-  }
-  stile::detail::int8_dot_disabled() = false;
+  });
 }
 
 TEST_CASE("a stack with a weight that is not finite is a clear error", "[dict][int8]") {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "for_each_target.hpp"
+#include "int8_test_util.hpp"
 #include "stile/kernels/gelu_erf_approx.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/int8_gemm.hpp"
@@ -38,15 +39,7 @@ bool wanted([[maybe_unused]] std::size_t M, [[maybe_unused]] std::size_t N, [[ma
 #endif
 }
 
-// Runs body() with the dot-product kernels allowed, then forbidden (the fallback's 7-bit path).
-template <class Body>
-void with_and_without_dot(Body body) {
-  for (const bool disabled : {false, true}) {
-    stile::detail::int8_dot_disabled() = disabled;
-    DYNAMIC_SECTION((disabled ? "fallback kernel" : "dot-product kernel")) { body(); }
-  }
-  stile::detail::int8_dot_disabled() = false;
-}
+using stile_test::with_and_without_int8_dot;
 
 // Weights in [-1, 1] with, in every row, entries at both ends (so quantized values reach the range's
 // extremes), some rows all zero.
@@ -64,7 +57,7 @@ std::vector<float> make_weights(std::size_t N, std::size_t K, std::mt19937& rng)
 
 TEST_CASE("gemm_u8s8_i32 equals the naive integer product exactly", "[int8]") {
   stile_test::for_each_target([] {
-    with_and_without_dot([] {
+    with_and_without_int8_dot([] {
       std::mt19937 rng(7);
       stile::ThreadPool pool(2);
       for (const auto scheme : {stile::Int8Scheme::kSymmetricPerChannel, stile::Int8Scheme::kAsymmetricPerTensor}) {
@@ -105,7 +98,7 @@ TEST_CASE("gemm_u8s8_i32 equals the naive integer product exactly", "[int8]") {
 
 TEST_CASE("quantize_int8 stores the range of the target's kernel", "[int8]") {
   stile_test::for_each_target([] {
-    with_and_without_dot([] {
+    with_and_without_int8_dot([] {
       std::mt19937 rng(3);
       const std::size_t N = 9, K = 13;
       const std::vector<float> wf = make_weights(N, K, rng);
@@ -167,7 +160,7 @@ void quantize_ref(const float* x, std::size_t K, float lo, float hi, std::int32_
 }
 
 TEST_CASE("quantize_activations matches its scalar definition", "[int8]") {
-  stile_test::for_each_target([] { with_and_without_dot([] {
+  stile_test::for_each_target([] { with_and_without_int8_dot([] {
     const std::int32_t qmax = stile::int8_packing().activation_max;
     // 7-bit activations exactly where the kernel adds two vpmaddubsw results: x86 without a dot
     // product, the only targets with 7-bit weights.
@@ -227,7 +220,7 @@ TEST_CASE("quantize_activations matches its scalar definition", "[int8]") {
 // weight at +-qmax, so each vpmaddubsw pair (and the pair kernel's sum of two) is at its bound;
 // a kernel that saturated or wrapped would miss the exact +-K.
 TEST_CASE("gemm_int8 is exact at the extremes of its codes", "[int8]") {
-  stile_test::for_each_target([] { with_and_without_dot([] {
+  stile_test::for_each_target([] { with_and_without_int8_dot([] {
     for (const std::size_t K : {8u, 12u, 1536u}) {  // an even and an odd number of k-groups
       const std::size_t M = 5, N = 33;
       const std::vector<float> A(M * K, 1.0f);
@@ -328,7 +321,7 @@ void check_epilogue(std::size_t M, std::size_t N, std::size_t K, stile::Int8Sche
 
 TEST_CASE("gemm_int8 matches the reference from the same integers and the fp32 product", "[int8]") {
   stile_test::for_each_target([] {
-    with_and_without_dot([] {
+    with_and_without_int8_dot([] {
       std::mt19937 rng(5);
       const std::vector<std::array<std::size_t, 3>> shapes = {{1, 1, 1},     {2, 5, 3},     {3, 16, 4},
                                                               {5, 33, 5},    {7, 100, 17},  {8, 384, 64},
