@@ -33,8 +33,6 @@
 #include "stile/quant/dictionary.hpp"
 #include "stile/quant/packed_layout.hpp"
 
-#include <hwy/targets.h>
-
 namespace {
 
 constexpr unsigned kBits[] = {2, 3, 4, 5, 6};
@@ -93,36 +91,21 @@ std::vector<float> gaussian(std::size_t n, std::mt19937& rng) {
   return w;
 }
 
-// Forces the Highway target named `name` (for comparing lookups on narrower targets).
-bool force_target(const std::string& name) {
-  for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
-    if (name == hwy::TargetName(t)) {
-      hwy::SetSupportedTargetsForTest(t);
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abcd", target;
+  std::string parts = "abcd";
   stile_cli::Parser cli("bench_dequant", "[options]",
                         "The dictionary codec in the GEMM, single thread: (a) panel decode throughput, (b) the fused "
                         "dequant-GEMM against the fp32 GEMM, (c) fused against decode-then-GEMM.");
   cli.toggle("--quick", "fewer rounds and batches", quick);
-  cli.flag("--target", "NAME", "a Highway target this CPU has (e.g. SSE4), to compare the lookups on it", target);
+  cli.simd_target();
   cli.flag("--part", "LETTERS", "which parts to run, of a, b, c, d", parts);
   cli.flag("--outlier-ll", "X", "outlier threshold: log-likelihood under the Gaussian fit (default -4; -1.65 gives about 0.5%)",
            g_outlier_ll);
   cli.no_int8_dot();
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
-  if (!target.empty() && !force_target(target)) {
-    fmt::print(stderr, "target {} is not supported here or not compiled\n", target);
-    return 1;
-  }
   const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
   stile::ThreadPool pool(1);
   std::mt19937 rng(42);
