@@ -8,6 +8,9 @@
 //   run --inject "seed=1; eio@n=30; late@p=0.1,x=10-100" minilm.stile "text"   (faults on purpose)
 //   run --processors cpu:0,cpu:1 --split auto --processor-trace lanes.json minilm.stile "text"
 //       (each layer split between two CPU clusters, int8 and fp16: hetero/split_layer_compute.hpp)
+//   run --mapping mapping.json --bits 6 minilm.stile "text"
+//       (each operator on the processor and in the format a mapping file gives: tools/search_mapping,
+//        hetero/mapped_layer_compute.hpp)
 //
 // Exit status: 0 ok, 1 runtime error (bad store, failed read), 2 usage error.
 #include <cstddef>
@@ -30,7 +33,9 @@
 #include "sidecar.hpp"
 #include "stile/engine.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
+#include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/opencl_device.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "stile/hetero/processor_trace.hpp"
 #include "stile/hetero/split_layer_compute.hpp"
 #include "stile/io/fault_injection.hpp"
@@ -38,6 +43,7 @@
 #include "stile/model/linear_head.hpp"
 #include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/plan/mapping_file.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
 #include "stile/io/bert_config.hpp"
@@ -136,6 +142,7 @@ int main(int argc, char** argv) {
   std::optional<double> split_p;
   bool split_auto = false;
   std::string split_profile_path, processor_trace;
+  std::filesystem::path mapping_path;
   stile_cli::Parser cli("run", "[options] STORE TEXT...",
                         "Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and "
                         "prints the sentence embedding's first values and norm, its SST-2 class (when there are "
@@ -226,13 +233,26 @@ int main(int argc, char** argv) {
            "with --split auto: the split predictor's profile (plan/split_predictor.hpp); read when it exists, else "
            "profiled on the first layer and written there",
            split_profile_path);
+  cli.flag("--mapping", "FILE",
+           "execute an operator-to-processor mapping file (tools/search_mapping) instead of --precision and "
+           "--processors: each node on its processor (cpu:CORES, opencl:N) in its format, each layer's shards "
+           "decoded once into its linear nodes' formats and kept",
+           mapping_path);
   cli.flag("--processor-trace", "FILE",
-           "with --processors: write what each processor ran during the last request as Chrome trace JSON, one lane "
+           "with --processors or --mapping: write what each processor ran during the last request as Chrome trace JSON, one lane "
            "per processor",
            processor_trace);
   const std::vector<std::string> positional = cli.parse(argc, argv);
-  if (processors.empty() && (split_p || split_auto || !split_profile_path.empty() || !processor_trace.empty())) {
-    cli.fail("--split, --split-profile and --processor-trace go with --processors");
+  if (processors.empty() && (split_p || split_auto || !split_profile_path.empty())) {
+    cli.fail("--split and --split-profile go with --processors");
+  }
+  if (processors.empty() && mapping_path.empty() && !processor_trace.empty()) {
+    cli.fail("--processor-trace goes with --processors or --mapping");
+  }
+  if (!mapping_path.empty() && (!processors.empty() || precision != "fp32" ||
+                                options.shard_linear != stile::LinearFormat::kF32)) {
+    cli.fail("--mapping gives every operator's processor and format: it goes without --processors, --precision "
+             "and --shard-gemm");
   }
   if (split_p && !split_profile_path.empty()) cli.fail("--split-profile goes with --split auto");
   if (!processors.empty() && processors[0].opencl) {
@@ -293,6 +313,20 @@ int main(int argc, char** argv) {
           processors[i].name, processors[i].cores, processor_formats[i],
           i == 0 ? stile::CpuCluster::Mode::kCallerThread : stile::CpuCluster::Mode::kOwnThread));
     }
+    // A mapping: its processors (as the file names them) and, per engine, a mapped layer.
+    std::optional<stile::OpMappingFile> mapping;
+    if (!mapping_path.empty()) {
+      mapping = stile::OpMappingFile::load(mapping_path);
+      const stile::BertConfig config = stile::ShardStore::open(store).config();
+      stile::check_mapping_shape(*mapping, config, mapping_path.string());
+      const stile::OpGraph g = stile::op_graph_of(config);
+      clusters = stile::open_mapping_processors(mapping->processors, g, mapping->mapping, mapping_path.string()).owned;
+      for (std::size_t n = 0; n < g.size(); ++n) {
+        if (g.nodes[n].kind == stile::OpNodeKind::kEmbedding) {
+          options.embedding_layer_norm = stile::norm_format_of(mapping->mapping.format[n]);
+        }
+      }
+    }
     std::optional<stile::SplitProfile> split_profile;
     if (!split_profile_path.empty() && std::filesystem::exists(split_profile_path)) {
       split_profile = stile::SplitProfile::load(split_profile_path);
@@ -302,7 +336,11 @@ int main(int argc, char** argv) {
     auto open_engine = [&] {
       auto e = std::make_unique<stile::Engine>(store, options, profile);
       if (heads) e->set_heads(*heads);
-      if (!clusters.empty()) {
+      if (mapping) {
+        std::vector<stile::Processor*> procs;
+        for (const auto& c : clusters) procs.push_back(c.get());
+        e->set_layer_compute(std::make_unique<stile::MappedLayerCompute>(e->store().config(), mapping->mapping, procs));
+      } else if (!clusters.empty()) {
         if (split != nullptr && split->profile()) split_profile = split->profile();
         auto compute = std::make_unique<stile::SplitLayerCompute>(*clusters[0], *clusters[1], options.ops, split_p,
                                                                   split_profile);
@@ -327,7 +365,14 @@ int main(int argc, char** argv) {
                  options.shard_linear == stile::LinearFormat::kInt8 ? "decoded to int8, int8 GEMM"
                                                                     : "dequantized in the fp32 GEMM");
     }
-    if (!clusters.empty()) {
+    if (mapping) {
+      std::map<std::string, std::size_t> formats;
+      for (const stile::NumberFormat f : mapping->mapping.format) ++formats[stile::to_string(f)];
+      std::string counts;
+      for (const auto& [f, count] : formats) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count, f);
+      fmt::print("mapping  {}: {} nodes on {} ({}); the layers' shards decoded into their nodes' formats\n",
+                 mapping_path.string(), mapping->mapping.format.size(), fmt::join(mapping->processors, ", "), counts);
+    } else if (!clusters.empty()) {
       const auto where = [&](std::size_t i) {
         return processors[i].opencl ? std::string("OpenCL device ") + std::to_string(processors[i].device)
                                     : fmt::format("cores {}", fmt::join(processors[i].cores, "+"));

@@ -97,6 +97,7 @@ struct EngineOptions {
   std::size_t threads = 0;           // compute threads (0: one per core)
   LayerTiles tiles{};                // {0, 0}: the untiled layer; else the tiled one
   OpFormats ops{};                   // LayerNorm, GELU, softmax formats (GEMMs: the shards' codec)
+  NormFormat embedding_layer_norm = NormFormat::kF32;  // the embedding LayerNorm's format
   // The linear layers: kF32 dequantizes the shards inside the fp32 GEMM; kInt8 decodes them to
   // int8 and runs the int8 GEMM (ops/sharded_layer.hpp). The device profile's T_comp is the
   // format it was measured in.

@@ -385,7 +385,7 @@ class EngineCore {
     std::vector<float>& hidden = working_.hidden;
     hidden.resize(len * d);
     word_rows_.read(packed.ids, hidden.data(), working_.word_rows, timeline);
-    residents_.embed(std::span(&tokens, 1), packed, c, hidden.data());
+    residents_.embed(std::span(&tokens, 1), packed, c, hidden.data(), options_.embedding_layer_norm);
     timeline.embed_end_ms = ms();
 
     const std::size_t n = plan.layers.size();
@@ -435,7 +435,7 @@ class EngineCore {
       }
     };
     jobs.compute = [&](std::size_t l, std::size_t slot) {
-      compute_->run(c, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
+      compute_->run(c, l, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
     };
     LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
     preload_.end_request(wanted);

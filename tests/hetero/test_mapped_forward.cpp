@@ -1,8 +1,11 @@
 // The mapped forward (hetero/mapped_forward.hpp): operator-to-processor mappings executed on two
 // CPU clusters against the same formats on one processor and against the CPU engine (BertModel),
-// processors' failures, refused mappings.
+// processors' failures, refused mappings; and the same mappings behind the shard-store engine
+// (hetero/mapped_layer_compute.hpp) against the default engine and the mapped forward.
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,9 +16,12 @@
 #include "stile/calibrate/request_cost_profiler.hpp"
 #include "stile/calibrate/traced_op_profiler.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
+#include "stile/engine.hpp"
 #include "stile/hetero/mapped_forward.hpp"
+#include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
 #include "stile/model/bert_model.hpp"
+#include "support/converted_store.hpp"
 #include "support/error_of.hpp"
 #include "support/row_cosine.hpp"
 #include "support/temp_dir.hpp"
@@ -308,4 +314,102 @@ TEST_CASE("traced op profiler: the whole model on one processor fills its kinds 
   CHECK(p.latency_us(q, K::kPooling, NumberFormat::kF32, 8) == 5.0);
   CHECK(p.latency_us(q, K::kClassifier, NumberFormat::kF32, 4) == 1.0);
   CHECK(p.settings["traced"].contains("cpu:0"));
+}
+
+// The mapped layer behind the shard-store engine (hetero/mapped_layer_compute.hpp): a mapping
+// file's processors and formats executed over the store's shards, layer by layer.
+namespace {
+
+const stile_test::ConvertedStore& mapped_store() {
+  static const stile_test::ConvertedStore s(
+      "mapped_engine.stile", [](const std::filesystem::path& dir) { stile_test::write_tiny_bert(dir, 2, 4242); },
+      {4, 32});
+  return s;
+}
+
+// The engine's embedding of `e` under plan `plan` with mapping `m` on `procs` (the embedding
+// LayerNorm in the embedding node's format, as run --mapping sets it).
+std::vector<float> run_mapped_engine(const stile::OpMapping& m, std::vector<stile::Processor*> procs,
+                                     const stile::Encoding& e, const stile::SubmodelPlan& plan, int requests = 1) {
+  stile::EngineOptions options;
+  options.embedding_layer_norm = stile::norm_format_of(m.format.front());  // node 0: the embedding
+  stile::Engine engine(mapped_store().store, options);
+  engine.set_layer_compute(std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m, std::move(procs)));
+  std::vector<float> out;
+  for (int r = 0; r < requests; ++r) out = engine.run(e, plan).embedding;  // later ones: converted layers kept
+  return out;
+}
+
+double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("an all-fp32 mapping behind the engine gives the default engine's embedding, whole and partial") {
+  const stile::Encoding e = stile_test::tiny_tokens(11);
+  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  REQUIRE(g.nodes.front().kind == stile::OpNodeKind::kEmbedding);
+  TwoClusters p;
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); n += 2) m.processor[n] = 1;
+  for (const unsigned bits : {4u, 32u}) {
+    for (const std::size_t shards : {4u, 3u}) {  // all heads, and a layer of 3 of 4 shards
+      const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(2, shards, bits);
+      const std::vector<float> want = stile::Engine(mapped_store().store).run(e, plan).embedding;
+      INFO("bits " << bits << ", shards " << shards);
+      CHECK(worst_difference(run_mapped_engine(m, p.both(), e, plan, 2), want) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 32 bits, one processor's when spread") {
+  const stile::Encoding e = stile_test::tiny_tokens(12);
+  const std::filesystem::path model = mapped_store().dir.path;
+  const stile::BertConfig c = stile::read_bert_config((model / "config.json").string());
+  const stile::OpGraph g = stile::op_graph_of(c);
+  const std::vector<float> fp32 = stile::Engine(mapped_store().store).run(e, stile::SubmodelPlan::uniform(2, 4, 32)).embedding;
+  TwoClusters p;
+  std::mt19937_64 rng(23);
+  for (int k = 0; k < 4; ++k) {
+    stile::OpMapping m;
+    m.format = random_formats(g, rng);
+    for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>(rng() % 2));
+    INFO("mapping " << k);
+    // 32-bit shards hold the checkpoint's fp32 weights: the in-memory mapped forward of the same
+    // mapping, pooled as the engine pools (mean, then L2).
+    const std::vector<float> got = run_mapped_engine(m, p.both(), e, stile::SubmodelPlan::uniform(2, 4, 32));
+    std::vector<float> hidden, want(c.hidden);
+    stile::MappedForward f(stile::BertWeights::load(model, stile::mapped_weights_precision(g, m.format)), m, p.both());
+    f.encode(std::span(&e, 1), hidden);
+    stile::pool_tokens(hidden, hidden.size() / c.hidden, c.hidden, stile::Pooling::kMean, want);
+    stile::l2_normalize(want);
+    CHECK(worst_difference(got, want) <= 1e-6);
+    CHECK(worst_difference(got, fp32) > 1e-4);  // the formats were used
+    // A partial model at 4 bits: spread over the two clusters is the same mapping on one, bit for bit.
+    const stile::SubmodelPlan partial = stile::SubmodelPlan::uniform(2, 3, 4);
+    stile::OpMapping one = m;
+    one.processor.assign(g.size(), 0);
+    CHECK(run_mapped_engine(m, p.both(), e, partial) == run_mapped_engine(one, p.both(), e, partial));
+  }
+}
+
+TEST_CASE("behind the engine, a failing processor fails the request by name; the next request succeeds") {
+  const stile::Encoding e = stile_test::tiny_tokens(9);
+  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  TwoClusters p;
+  FailingProcessor flaky(p.b);
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); ++n) m.processor[n] = static_cast<std::uint8_t>(n % 2);
+  stile::Engine engine(mapped_store().store);
+  engine.set_layer_compute(std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m,
+                                                                       std::vector<stile::Processor*>{&p.a, &flaky}));
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(2, 4, 4);
+  const std::vector<float> first = engine.run(e, plan).embedding;
+  flaky.arm();
+  CHECK_THAT(error_of([&] { engine.run(e, plan); }), Contains("processor 'cpu:b'") && Contains("channels"));
+  CHECK(engine.run(e, plan).embedding == first);
 }

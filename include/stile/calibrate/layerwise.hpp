@@ -76,7 +76,7 @@ class LayerwiseBert {
     }
     if (x.tokens() == 0) return;
     CpuLayerCompute(pool, workspace_)
-        .run(config(), store_.shard_shape(), views, residents_.layer(layer), x.hidden.data(), x.offsets);
+        .run(config(), layer, store_.shard_shape(), views, residents_.layer(layer), x.hidden.data(), x.offsets);
   }
 
   // Runs layers first..first+plan.size()-1, layer first + i from plan[i].

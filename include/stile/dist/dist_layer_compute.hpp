@@ -39,7 +39,7 @@ class DistLayerCompute final : public LayerCompute {
 
   void set_trace(DistTrace* trace) noexcept { trace_ = trace; }
 
-  void run(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const BertConfig& c, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     require(!shards.empty(), "distributed layer compute: no shards chosen");
     const std::size_t n = weights_.size(), me = static_cast<std::size_t>(comm_.rank());

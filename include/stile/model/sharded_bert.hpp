@@ -92,7 +92,7 @@ class ShardedBert {
         buffers.push_back(store_.read_shard(l, choice.shard, choice.bits));
         views.push_back(buffers.back().view());
       }
-      compute.run(c, store_.shard_shape(), views, residents_.layer(l), hidden.data(), packed.offsets);
+      compute.run(c, l, store_.shard_shape(), views, residents_.layer(l), hidden.data(), packed.offsets);
     }
     return packed.lengths;
   }

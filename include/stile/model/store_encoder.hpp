@@ -16,6 +16,7 @@
 #include "stile/io/bert_config.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/embeddings.hpp"
+#include "stile/ops/formatted_ops.hpp"
 #include "stile/ops/sharded_layer.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
@@ -58,15 +59,17 @@ class StoreResidents {
   LayerResidentView layer(std::size_t l) const { return resident_view(layers_.at(l)); }
 
   // The embedding layer's output in place: hidden ([packed.tokens() x hidden]) holds the word rows
-  // of `packed`'s tokens; adds each token's position and type rows, then the embedding LayerNorm.
-  void embed(std::span<const Encoding> batch, const TokenBatch& packed, const BertConfig& c, float* hidden) const {
+  // of `packed`'s tokens; adds each token's position and type rows, then the embedding LayerNorm
+  // (in format `norm`).
+  void embed(std::span<const Encoding> batch, const TokenBatch& packed, const BertConfig& c, float* hidden,
+             NormFormat norm = NormFormat::kF32) const {
     const std::size_t d = c.hidden;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       add_position_and_type(batch[i], packed.lengths[i], c, embeddings_.position.data(), embeddings_.token_type.data(),
                             hidden + packed.offsets[i] * d);
     }
     if (packed.tokens() == 0) return;
-    layer_norm_rows(hidden, packed.tokens(), d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
+    layer_norm_rows(norm, hidden, packed.tokens(), d, d, embeddings_.ln_gamma.data(), embeddings_.ln_beta.data(),
                     c.layer_norm_eps);
   }
 

@@ -21,12 +21,13 @@ namespace stile {
 class LayerCompute {
  public:
   virtual ~LayerCompute() = default;
-  // Runs one encoder layer in place on x ([seq_offsets.back() x config.hidden]: the packed rows of
+  // Runs encoder layer `layer` (its index in the model: per-layer choices such as an operator
+  // mapping's key on it) in place on x ([seq_offsets.back() x config.hidden]: the packed rows of
   // all sequences; seq_offsets: sequences + 1 row offsets), with the GEMM weights of the m shard
   // versions `shards` (each a head and 1/M of the FFN, shape `shape`) and the layer's resident
   // parameters. @pre shards is not empty; the views and the resident parameters outlive the call.
   // Throws stile::Error on failure; x is then undefined.
-  virtual void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
+  virtual void run(const BertConfig& config, std::size_t layer, const ShardShape& shape, std::span<const ShardView> shards,
                    const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) = 0;
 };
 
@@ -43,7 +44,7 @@ class CpuLayerCompute final : public LayerCompute {
   // The untiled layer only (it needs no arena).
   CpuLayerCompute(ThreadPool& pool, EncoderWorkspace& workspace) : pool_(pool), workspace_(workspace) {}
 
-  void run(const BertConfig& config, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const BertConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     const ShardedLayer layer(shape, shards, resident, ops_, linear_, &pool_);
     if (tiles_.query == 0) {

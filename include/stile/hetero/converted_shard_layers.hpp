@@ -1,0 +1,114 @@
+#pragma once
+// A layer assembled from shard views (any m of M shards, each at its own bitwidth) converted once
+// into the weights the processors' calls read (hetero/processor.hpp's LinearCall takes a
+// LinearView: fp32 packed, fp16, or int8 per channel), one format per linear layer, and kept for
+// the next requests.
+//
+// The cache is keyed by the layer (its resident parameters' address, stable in an engine), by each
+// chosen shard's bitwidth and biases (shards of a trained model have distinct biases, so a shard
+// version is known by them without hashing its megabytes), and by the layer's formats. It keeps
+// up to `capacity` converted layers, least recently used dropped first; a reference it returns
+// stays valid until `capacity` - 1 more conversions. Memory: each kept layer's converted weights.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <span>
+#include <vector>
+
+#include "stile/kernels/dict.hpp"
+#include "stile/ops/layer_view.hpp"
+#include "stile/ops/linear.hpp"
+#include "stile/ops/precision.hpp"
+#include "stile/ops/sharded_layer.hpp"
+
+namespace stile {
+
+class ConvertedShardLayers {
+ public:
+  explicit ConvertedShardLayers(std::size_t capacity) : capacity_(std::max<std::size_t>(2, capacity)) {}
+
+  // The layer of `shards` (shape `shape`) and `resident`, its linear layers in p's formats (int8:
+  // symmetric per channel) and p.ops in the view.
+  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+                                   const LayerResidentView& resident, const LayerPrecision& p) {
+    std::uint64_t key = 1469598103934665603ull;
+    for (const ShardView& s : shards) {
+      key = fnv(key, &s.bits, sizeof s.bits);
+      for (const float* b : {s.query_bias, s.key_bias, s.value_bias}) key = fnv(key, b, shape.attn_rows * sizeof(float));
+      key = fnv(key, s.ffn_in_bias, shape.ffn_rows * sizeof(float));
+    }
+    key = fnv(key, p.linear.data(), sizeof p.linear);
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->key == key && it->layer == resident.attn_out_bias && it->view.ops == p.ops) {
+        cache_.splice(cache_.begin(), cache_, it);  // most recent first
+        return cache_.front().view;
+      }
+    }
+    if (cache_.size() >= capacity_) cache_.pop_back();
+    cache_.push_front(convert(c, shape, shards, resident, p));
+    cache_.front().key = key;
+    return cache_.front().view;
+  }
+
+ private:
+  struct Converted {
+    std::uint64_t key = 0;
+    const float* layer = nullptr;
+    std::array<LinearWeights, 5> w;                             // q, kv, attn_out, ffn_in, ffn_out
+    std::vector<float> q_bias, kv_bias, ffn_in_bias, resident;  // resident: the six d-vectors
+    LayerView<LinearView> view;
+  };
+
+  static std::uint64_t fnv(std::uint64_t h, const void* data, std::size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+  }
+
+  static Converted convert(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+                           const LayerResidentView& resident, const LayerPrecision& p) {
+    const ShardedLayer sharded(shape, shards, resident, p.ops);
+    const LayerView<StackedDict>& v = sharded.view();
+    Converted out;
+    out.layer = resident.attn_out_bias;
+    const std::size_t d = c.hidden, da = v.attn_width(), ff = v.ffn_width();
+    out.q_bias.assign(v.q_bias, v.q_bias + da);
+    out.kv_bias.assign(v.kv_bias, v.kv_bias + 2 * da);
+    out.ffn_in_bias.assign(v.ffn_in_bias, v.ffn_in_bias + ff);
+    for (const float* r : {resident.attn_out_bias, resident.ln1_gamma, resident.ln1_beta, resident.ffn_out_bias,
+                           resident.ln2_gamma, resident.ln2_beta}) {
+      out.resident.insert(out.resident.end(), r, r + d);
+    }
+    const std::array<const StackedDict*, 5> mats{&v.q, &v.kv, &v.attn_out, &v.ffn_in, &v.ffn_out};
+    const std::array<LinearOp, 5> ops{LinearOp::kQkv, LinearOp::kQkv, LinearOp::kAttnOut, LinearOp::kFfnIn,
+                                      LinearOp::kFfnOut};
+    static constexpr std::array<const char*, 5> kNames{"q", "kv", "attn_out", "ffn_in", "ffn_out"};
+    std::vector<float> dense;
+    for (std::size_t m = 0; m < 5; ++m) {
+      const StackedDict& w = *mats[m];
+      dense.resize(w.rows() * w.cols());
+      dequantize(w, dense.data());
+      out.w[m] = LinearWeights::make(DenseF32(dense.data(), w.rows(), w.cols()), p.format(ops[m]),
+                                     Int8Scheme::kSymmetricPerChannel, kNames[m]);
+    }
+    const std::array<LinearView, 5> lin{out.w[0].view(), out.w[1].view(), out.w[2].view(), out.w[3].view(),
+                                        out.w[4].view()};
+    out.view = with_weights(v, lin[0], lin[1], lin[2], lin[3], lin[4]);
+    out.view.q_bias = out.q_bias.data();
+    out.view.kv_bias = out.kv_bias.data();
+    out.view.ffn_in_bias = out.ffn_in_bias.data();
+    out.view.attn_out_bias = out.resident.data();
+    out.view.ln1_gamma = out.resident.data() + d;
+    out.view.ln1_beta = out.resident.data() + 2 * d;
+    out.view.ffn_out_bias = out.resident.data() + 3 * d;
+    out.view.ln2_gamma = out.resident.data() + 4 * d;
+    out.view.ln2_beta = out.resident.data() + 5 * d;
+    return out;
+  }
+
+  std::size_t capacity_;
+  std::list<Converted> cache_;  // most recently used first
+};
+
+}  // namespace stile
