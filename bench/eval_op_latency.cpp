@@ -13,6 +13,12 @@
 //
 //   eval_op_latency --profile minilm.ops.json [--mappings 24] [--tokens 32,128] [--cpu 0] [--out FILE]
 //   eval_op_latency --profile minilm.ops.json --processors cpu:0,cpu:1 [--mappings 24] [--tokens 32,128]
+// With --engine STORE as well: each spread mapping also runs on the shard-store engine
+// (hetero/mapped_layer_compute.hpp) over STORE's 32-bit shards (the checkpoint's fp32 weights,
+// converted into the same formats), every shard held in the preload buffer and every word row in
+// the word-row cache after a first request, so a timed request reads nothing: its wall time (embeddings, layers one run each, pooling, the
+// classifier) against the same prediction.
+//   eval_op_latency --profile minilm.ops.json --processors cpu:0,cpu:1 --engine minilm.stile
 // --compare-profile FILE also predicts each mapping with another profile (profile_ops
 // --out-before-fit: the same nodes without the request cost fit) and reports its error beside.
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,15 +37,18 @@
 #include "cli.hpp"
 #include "pinned_latency.hpp"
 #include "stile/calibrate/op_latency_profiler.hpp"
+#include "stile/engine.hpp"
+#include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/store/shard_store.hpp"
 #include "stile/plan/mapping_precision.hpp"
 #include "stile/plan/schedule_emulator.hpp"
 
 int main(int argc, char** argv) {
-  std::filesystem::path model_dir = stile::default_model_dir(), profile_path, out_path, compare_path;
+  std::filesystem::path model_dir = stile::default_model_dir(), profile_path, out_path, compare_path, engine_store;
   std::size_t mappings = 24, repeats = 15, seed = 19;
   std::vector<std::size_t> tokens{32, 128};
   unsigned cpu = 0;
@@ -60,9 +70,12 @@ int main(int argc, char** argv) {
            }));
   cli.flag("--compare-profile", "FILE", "also predict with this profile (before the request cost fit) and report its "
            "error", compare_path);
+  cli.flag("--engine", "STORE", "with --processors: also run each mapping on the shard-store engine over STORE's "
+           "32-bit shards (preloaded)", engine_store);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
+  if (!engine_store.empty() && processors.empty()) cli.fail("--engine goes with --processors");
   try {
     const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
     if (!prof.request_cost_note().empty()) fmt::print("{}\n", prof.request_cost_note());
@@ -86,7 +99,7 @@ int main(int argc, char** argv) {
           any_device ? stile::ProcessorSet{}
                      : stile::open_mapping_processors(processors, g1, stile::OpMapping::uniform(g1.size(), 0),
                                                       "--processors");
-      std::vector<std::vector<double>> errors(tokens.size()), other_errors(tokens.size());
+      std::vector<std::vector<double>> errors(tokens.size()), other_errors(tokens.size()), engine_errors(tokens.size());
       for (std::size_t i = 0; i < mappings + 2; ++i) {
         std::string label;
         stile::OpMapping m = stile::OpMapping::uniform(g1.size(), 0);
@@ -126,11 +139,38 @@ int main(int argc, char** argv) {
             any_device ? stile::open_mapping_processors(processors, g1, m, "--processors") : stile::ProcessorSet{};
         stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, m.format)), m,
                                any_device ? own.pointers() : procs.pointers());
+        std::unique_ptr<stile::Engine> engine;
+        if (!engine_store.empty()) {
+          stile::EngineOptions options;
+          options.threads = 1;  // the engine's own pool runs nothing of a mapped layer
+          // Every shard and word row held after the first request: a timed request reads nothing.
+          options.preload_bytes = stile::ShardStore::open(engine_store).file_size();
+          options.word_cache_bytes = c.vocab_size * c.hidden * sizeof(float);
+          for (std::size_t n = 0; n < g1.size(); ++n) {
+            if (g1.nodes[n].kind == stile::OpNodeKind::kEmbedding) options.embedding_layer_norm = stile::norm_format_of(m.format[n]);
+          }
+          engine = std::make_unique<stile::Engine>(engine_store, options);
+          engine->set_layer_compute(std::make_unique<stile::MappedLayerCompute>(
+              c, m, any_device ? own.pointers() : procs.pointers()));
+        }
         for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
           const std::size_t t = tokens[ti];
           const stile::OpGraph g = stile::bert_op_graph(
               {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = t});
           const double measured = stile::bench::mapped_forward_us(f, t, repeats);
+          double engine_us = 0;
+          if (engine) {
+            const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(c.num_layers, engine->store().shards_per_layer(), 32);
+            const stile::Encoding e = stile::synthetic_encoding(t, c.vocab_size);
+            std::vector<double> us;
+            for (std::size_t r = 0; r < repeats + 3; ++r) {  // the first: conversion and preloading
+              const auto a = std::chrono::steady_clock::now();
+              engine->run(e, plan);
+              if (r >= 3) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+            }
+            std::sort(us.begin(), us.end());
+            engine_us = us[us.size() / 2];
+          }
           stile::OpMapping pm = m;
           for (auto& q : pm.processor) q = index[q];
           const double predicted = stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, prof), pm);
@@ -139,22 +179,32 @@ int main(int argc, char** argv) {
           const double predicted_other = stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, other), pm);
           const double other_err = (predicted_other - measured) / measured;
           if (i >= 2) other_errors[ti].push_back(std::abs(other_err)), all_other_errors.push_back(std::abs(other_err));
+          const double engine_err = engine ? (predicted - engine_us) / engine_us : 0.0;
+          if (engine && i >= 2) engine_errors[ti].push_back(std::abs(engine_err));
           std::size_t on[2] = {0, 0};
           for (const auto q : m.processor) ++on[q == 0 ? 0 : 1];
           fmt::print("tokens {:>4}  {:>10}  ({:>3} nodes on {}, {:>3} elsewhere)  predicted {:>9.1f} us  measured "
-                     "{:>9.1f} us  error {:+6.1f}%{}\n",
+                     "{:>9.1f} us  error {:+6.1f}%{}{}\n",
                      t, label, on[0], processors[0], on[1], predicted, measured, 100 * err,
                      compare ? fmt::format("  (compared profile: {:9.1f} us, {:+6.1f}%)", predicted_other, 100 * other_err)
-                             : std::string());
+                             : std::string(),
+                     engine ? fmt::format("  engine {:>9.1f} us, error {:+6.1f}%", engine_us, 100 * engine_err) : std::string());
           rows.push_back({{"tokens", t}, {"mapping", label}, {"predicted_us", predicted}, {"measured_us", measured},
                           {"processors", processors}});
           if (compare) rows.back()["compared_predicted_us"] = predicted_other;
+          if (engine) rows.back()["engine_us"] = engine_us;
         }
       }
       for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
         std::sort(errors[ti].begin(), errors[ti].end());
         fmt::print("tokens {}: median |error| over {} spread mappings {:.1f}%, max {:.1f}%\n", tokens[ti],
                    errors[ti].size(), 100 * errors[ti][errors[ti].size() / 2], 100 * errors[ti].back());
+        if (!engine_store.empty()) {
+          std::sort(engine_errors[ti].begin(), engine_errors[ti].end());
+          fmt::print("tokens {}: engine: median |error| over {} spread mappings {:.1f}%, max {:.1f}%\n", tokens[ti],
+                     engine_errors[ti].size(), 100 * engine_errors[ti][engine_errors[ti].size() / 2],
+                     100 * engine_errors[ti].back());
+        }
         if (compare) {
           std::sort(other_errors[ti].begin(), other_errors[ti].end());
           fmt::print("tokens {}: compared profile: median |error| {:.1f}%, max {:.1f}%\n", tokens[ti],

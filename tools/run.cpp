@@ -333,13 +333,16 @@ int main(int argc, char** argv) {
     }
     stile::ProcessorTrace lanes;
     stile::SplitLayerCompute* split = nullptr;
+    const stile::MappedLayerCompute* mapped = nullptr;
     auto open_engine = [&] {
       auto e = std::make_unique<stile::Engine>(store, options, profile);
       if (heads) e->set_heads(*heads);
       if (mapping) {
         std::vector<stile::Processor*> procs;
         for (const auto& c : clusters) procs.push_back(c.get());
-        e->set_layer_compute(std::make_unique<stile::MappedLayerCompute>(e->store().config(), mapping->mapping, procs));
+        auto compute = std::make_unique<stile::MappedLayerCompute>(e->store().config(), mapping->mapping, procs);
+        mapped = compute.get();
+        e->set_layer_compute(std::move(compute));
       } else if (!clusters.empty()) {
         if (split != nullptr && split->profile()) split_profile = split->profile();
         auto compute = std::make_unique<stile::SplitLayerCompute>(*clusters[0], *clusters[1], options.ops, split_p,
@@ -430,6 +433,10 @@ int main(int argc, char** argv) {
         print_result(label, last, heads ? &*heads : nullptr, verbose);
         if (last.deadline_missed) fmt::print("        deadline missed: {}\n", last.deadline_note);
         if (split != nullptr) fmt::print("        split p {:.3f} (last layer)\n", split->last_p());
+        if (mapped != nullptr) {
+          fmt::print("        converted layers held {:.2f} MB (each layer's shards in its nodes' formats)\n",
+                     static_cast<double>(mapped->converted_bytes()) / 1e6);
+        }
       }
     }
     if (faults) {

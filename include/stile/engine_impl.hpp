@@ -434,9 +434,22 @@ class EngineCore {
         }
       }
     };
+    // A layer compute may still run a layer after run() returns (hetero/mapped_layer_compute.hpp):
+    // the last layer's job waits for them (its compute span holds the wait), and a request that
+    // fails before that waits here, so that nothing writes `hidden` after the request.
     jobs.compute = [&](std::size_t l, std::size_t slot) {
       compute_->run(c, l, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
+      if (l + 1 == n) compute_->finish();
     };
+    struct FinishCompute {
+      LayerCompute& compute;
+      ~FinishCompute() {
+        try {
+          compute.finish();  // after a failure: the request's error is already on its way
+        } catch (...) {
+        }
+      }
+    } finish_compute{*compute_};
     LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
     preload_.end_request(wanted);
 

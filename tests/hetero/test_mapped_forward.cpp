@@ -20,6 +20,7 @@
 #include "stile/hetero/mapped_forward.hpp"
 #include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
+#include "stile/io/fault_injection.hpp"
 #include "stile/model/bert_model.hpp"
 #include "support/converted_store.hpp"
 #include "support/error_of.hpp"
@@ -411,5 +412,27 @@ TEST_CASE("behind the engine, a failing processor fails the request by name; the
   const std::vector<float> first = engine.run(e, plan).embedding;
   flaky.arm();
   CHECK_THAT(error_of([&] { engine.run(e, plan); }), Contains("processor 'cpu:b'") && Contains("channels"));
+  CHECK(engine.run(e, plan).embedding == first);
+}
+
+TEST_CASE("behind the engine, a read failing while mapped layers run fails that request only") {
+  const stile::Encoding e = stile_test::tiny_tokens(10);
+  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  TwoClusters p;
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); ++n) m.processor[n] = static_cast<std::uint8_t>((n / 3) % 2);
+  auto faults = std::make_shared<stile::FaultInjector>();
+  stile::EngineOptions options;
+  options.faults = faults;
+  stile::Engine engine(mapped_store().store, options);
+  engine.set_layer_compute(std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m, p.both()));
+  const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(2, 4, 4);
+  const std::vector<float> first = engine.run(e, plan).embedding;
+  const std::uint64_t reads = faults->reads();
+  REQUIRE(reads >= 3);  // the word rows, then each layer's shards
+  // The second request's last read (the last layer's shards), while the first layer is queued.
+  faults->add({.kind = stile::FaultKind::eio, .nth = 2 * reads});
+  CHECK_THAT(error_of([&] { engine.run(e, plan); }), Contains("Input/output error"));
+  REQUIRE(faults->log().size() == 1);
   CHECK(engine.run(e, plan).embedding == first);
 }

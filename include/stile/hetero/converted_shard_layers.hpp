@@ -51,6 +51,16 @@ class ConvertedShardLayers {
     return cache_.front().view;
   }
 
+  // Bytes held by the kept layers: their weights in their formats and their float vectors.
+  std::size_t bytes() const noexcept {
+    std::size_t total = 0;
+    for (const Converted& c : cache_) {
+      for (const LinearWeights& w : c.w) total += w.bytes();
+      total += (c.q_bias.size() + c.kv_bias.size() + c.ffn_in_bias.size() + c.resident.size()) * sizeof(float);
+    }
+    return total;
+  }
+
  private:
   struct Converted {
     std::uint64_t key = 0;

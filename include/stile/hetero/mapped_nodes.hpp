@@ -5,26 +5,29 @@
 // request's nodes through it (hetero/mapped_forward.hpp), the engine's mapped layer one layer's
 // (hetero/mapped_layer_compute.hpp).
 //
-//   * Dataflow: run() enqueues its nodes at once, in graph (topological) order. A node that reads
-//     a node of another processor among them is preceded on its queue by a WaitCall on the
-//     producer's event, which the producer's queue signals after it: each node waits for its
-//     producers only, and parallel branches (attention heads) on different processors run at the
-//     same time. A processor already synchronised with a later node of that producer's queue does
-//     not wait again (queues are in order). Inputs from nodes of an earlier run() are complete
-//     (run() returns when every queue is done). The caller's thread then sleeps until then.
+//   * A request: begin(), then enqueue() its nodes in one or more batches, in graph (topological)
+//     order, then finish(), which sleeps until every queue is done (run() is the three at once).
+//     enqueue() returns at once: the engine enqueues a layer and converts the next meanwhile.
+//   * Dataflow: a node that reads a node of another processor enqueued earlier in the request is
+//     preceded on its queue by a WaitCall on the producer's event, which the producer's queue
+//     signals after it: each node waits for its producers only, and parallel branches (attention
+//     heads) on different processors run at the same time. A processor already synchronised with a
+//     later node of that producer's queue does not wait again (queues are in order). Inputs from
+//     nodes of an earlier request are complete.
 //   * Memory: activations live in host memory shared by all processors ([tokens x d] hidden rows
-//     updated in place; Q/K/V, context and FFN rows here, sized for the widest layer run): between
+//     updated in place; Q/K/V, context and FFN rows here, sized by begin()): between
 //     CPU clusters a transfer is the event's hand-off and the consumer's cache misses, never a
 //     copy. An OpenCL device copies its inputs in and its outputs back on each call.
 //   * Widths: each layer's from its view (LayerView<LinearView>), so a partial layer (m of M heads,
 //     m/M of the FFN) runs as well; the caller leaves out the head nodes past the view's heads.
 //   * Failure: a failing call fails its processor's queue; its signals still fire, marked failed,
-//     so its consumers fail too instead of reading garbage, and run() throws the first failure
+//     so its consumers fail too instead of reading garbage, and finish() throws the first failure
 //     that was not such a consequence (naming the processor and the call) after every queue has
-//     stopped. Every processor is usable again for the next run().
+//     stopped. Every processor is usable again for the next request.
 //
-// One thread drives a runner (run() is not for concurrent callers), and no other user may enqueue
-// on its processors during a run().
+// One thread drives a runner (not for concurrent callers), and no other user may enqueue on its
+// processors during a request. The caller keeps `x`, the views' weights and the offsets alive and
+// untouched until finish() returns.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -121,6 +124,12 @@ class MappedNodeRunner {
                      "', which runs ", to_string(p.format()), " linear layers only"));
       if (node.kind == OpNodeKind::kAttentionHead) heads = std::max(heads, node.slot);
     }
+    signal_.assign(g_.size(), false);
+    for (std::size_t n = 0; n < g_.size(); ++n) {
+      for (const OpEdge& e : g_.nodes[n].inputs) {
+        if (!host_only(g_.nodes[n].kind) && m_.processor[e.from] != m_.processor[n]) signal_[e.from] = true;
+      }
+    }
     heads_.resize(heads);
     for (std::size_t h = 0; h < heads; ++h) heads_[h] = static_cast<std::uint16_t>(h);
     events_ = std::make_unique<ProcessorEvent[]>(g_.size());
@@ -137,39 +146,46 @@ class MappedNodeRunner {
     return k == OpNodeKind::kQkv || k == OpNodeKind::kAttnOut || k == OpNodeKind::kFfnIn || k == OpNodeKind::kFfnOut;
   }
 
-  // Runs `nodes` (ascending graph indices, no host-only node) on `in`; returns when every queue
-  // is done, or throws the first failure.
-  void run(std::span<const std::size_t> nodes, const MappedNodeInputs& in) {
-    in_ = in;
-    tokens_ = in.seq_offsets.empty() ? 0 : in.seq_offsets.back();
-    if (tokens_ == 0 || nodes.empty()) return;
-    std::size_t da = 0, ff = 0;
-    in_run_.assign(g_.size(), false);
-    signal_.assign(g_.size(), false);
+  // Starts a request over `tokens` rows whose layers are at most `attn_width` (heads x head
+  // dimension) and `ffn_width` wide. @pre no request in flight.
+  void begin(std::size_t tokens, std::size_t attn_width, std::size_t ffn_width) {
+    require(!in_flight_, "mapped forward: a request is in flight (finish() it first)");
+    tokens_ = tokens;
+    attn_width_ = attn_width;
+    ffn_width_ = ffn_width;
+    qkv_.resize(tokens * 3 * attn_width);
+    ctx_.resize(tokens * attn_width);
+    ffn_.resize(tokens * ffn_width);
+    ++request_;
+    in_request_.assign(g_.size(), false);
     used_.assign(procs_.size(), false);
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const std::size_t n = nodes[i];
-      require(n < g_.size() && (i == 0 || n > nodes[i - 1]), "mapped forward: nodes must be ascending graph indices");
+    synced_.assign(procs_.size() * procs_.size(), 0);
+    next_ = 0;
+    in_flight_ = true;
+  }
+
+  // Enqueues `nodes` (graph indices, ascending and after every node enqueued in this request; no
+  // host-only node) on `in` (in.seq_offsets.back() rows, as begin() said) and returns.
+  void enqueue(std::span<const std::size_t> nodes, const MappedNodeInputs& in) {
+    require(in_flight_, "mapped forward: enqueue() outside a request (begin() first)");
+    require(in.seq_offsets.empty() ? tokens_ == 0 : in.seq_offsets.back() == tokens_,
+            "mapped forward: the request's rows changed between batches");
+    if (tokens_ == 0) return;
+    in_ = in;
+    for (const std::size_t n : nodes) {
+      require(n < g_.size() && n >= next_, "mapped forward: nodes must be ascending graph indices");
+      next_ = n + 1;
       const OpNode& node = g_.nodes[n];
       require(!host_only(node.kind), "mapped forward: node " + node.name + " is the caller's");
-      in_run_[n] = true;
-      used_[m_.processor[n]] = true;
       if (node.layer != OpNode::kNoLayer) {
         require(node.layer < in.views.size() && in.views[node.layer] != nullptr,
                 concat("mapped forward: node ", node.name, " has no layer view"));
-        da = std::max(da, in.views[node.layer]->attn_width());
-        ff = std::max(ff, in.views[node.layer]->ffn_width());
-      }
-      for (const OpEdge& e : node.inputs) {
-        if (in_run_[e.from] && m_.processor[e.from] != m_.processor[n]) signal_[e.from] = true;
+        const LayerView<LinearView>& v = *in.views[node.layer];
+        require(v.attn_width() <= attn_width_ && v.ffn_width() <= ffn_width_,
+                concat("mapped forward: layer ", node.layer, " is wider than the request began for"));
       }
     }
-    qkv_.resize(tokens_ * 3 * da);
-    ctx_.resize(tokens_ * da);
-    ffn_.resize(tokens_ * ff);
-    ++request_;
-    synced_.assign(procs_.size() * procs_.size(), 0);
-    // The run's calls in node order, then handed over: each processor that waits inside its
+    // The batch's calls in node order, then handed over: each processor that waits inside its
     // queue gets its whole list at once (so that no processor runs ahead of a driver still
     // enqueueing and waits for a node not handed over yet), then the others' calls in node order.
     for (auto& l : calls_) l.clear();
@@ -177,12 +193,14 @@ class MappedNodeRunner {
     order_.clear();
     for (const std::size_t n : nodes) {
       const std::size_t pi = m_.processor[n];
+      in_request_[n] = true;
+      used_[pi] = true;
       Collect p{this, pi};
       // Per other processor, one wait: for its latest producer of this node (its queue is in order).
       latest_.assign(procs_.size(), 0);
       for (const OpEdge& e : g_.nodes[n].inputs) {
         const std::size_t qi = m_.processor[e.from];
-        if (qi != pi && in_run_[e.from]) latest_[qi] = std::max(latest_[qi], e.from + 1);
+        if (qi != pi && in_request_[e.from]) latest_[qi] = std::max(latest_[qi], e.from + 1);
       }
       for (std::size_t qi = 0; qi < procs_.size(); ++qi) {
         std::size_t& seen = synced_[pi * procs_.size() + qi];
@@ -194,21 +212,71 @@ class MappedNodeRunner {
       if (signal_[n]) p.enqueue(SignalCall{&events_[n], request_, g_.nodes[n].name.c_str()});
     }
     for (std::size_t i = 0; i < procs_.size(); ++i) {
-      if (used_[i]) calls_[i].push_back(SignalCall{&done_[i], request_, "request"});
       if (procs_[i]->waits_in_queue() && !calls_[i].empty()) procs_[i]->enqueue_batch(calls_[i]);
     }
     std::vector<std::size_t> next(procs_.size(), 0);
     for (const std::size_t i : order_) {
       if (!procs_[i]->waits_in_queue()) procs_[i]->enqueue(calls_[i][next[i]++]);
     }
+  }
+
+  bool in_flight() const noexcept { return in_flight_; }
+
+  // Sleeps until every queue of the request is done (no spinning: the processors may need every
+  // core), ends the request, and throws its first failure. No request in flight: returns.
+  void finish() {
+    if (!in_flight_) return;
+    in_flight_ = false;
     for (std::size_t i = 0; i < procs_.size(); ++i) {
-      if (used_[i] && !procs_[i]->waits_in_queue()) procs_[i]->enqueue(calls_[i].back());  // its done signal
+      if (used_[i]) procs_[i]->enqueue(SignalCall{&done_[i], request_, "request"});
+    }
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      if (!used_[i]) continue;
+      for (std::uint32_t now = done_[i].count.load(std::memory_order_acquire); now != request_;
+           now = done_[i].count.load(std::memory_order_acquire)) {
+        done_[i].count.wait(now, std::memory_order_acquire);
+      }
+    }
+    std::exception_ptr root, consequence;
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      if (!used_[i]) continue;
+      try {
+        procs_[i]->wait();
+      } catch (const std::exception& e) {
+        const bool follows = std::string_view(e.what()).find("an input from another processor failed") !=
+                             std::string_view::npos;
+        std::exception_ptr& slot = follows ? consequence : root;
+        if (!slot) slot = std::current_exception();
+      }
+    }
+    if (root) std::rethrow_exception(root);
+    if (consequence) std::rethrow_exception(consequence);
+  }
+
+  // begin(), enqueue(), finish(): `nodes` as one request, sized by their layers' views.
+  void run(std::span<const std::size_t> nodes, const MappedNodeInputs& in) {
+    std::size_t da = 0, ff = 0;
+    for (const std::size_t n : nodes) {
+      const std::size_t l = n < g_.size() ? g_.nodes[n].layer : OpNode::kNoLayer;
+      if (l == OpNode::kNoLayer || l >= in.views.size() || in.views[l] == nullptr) continue;
+      da = std::max(da, in.views[l]->attn_width());
+      ff = std::max(ff, in.views[l]->ffn_width());
+    }
+    begin(in.seq_offsets.empty() ? 0 : in.seq_offsets.back(), da, ff);
+    try {
+      enqueue(nodes, in);
+    } catch (...) {
+      try {
+        finish();  // what was enqueued still runs on `in`: wait for it
+      } catch (...) {
+      }
+      throw;
     }
     finish();
   }
 
  private:
-  // Collects a node's calls for processor `pi` (enqueue_node's target during a run).
+  // Collects a node's calls for processor `pi` (enqueue_node's target during enqueue()).
   struct Collect {
     MappedNodeRunner* self;
     std::size_t pi;
@@ -315,46 +383,22 @@ class MappedNodeRunner {
     }
   }
 
-  // Sleeps until the end of every used queue is reached (no spinning: the processors
-  // may need every core), then collects the processors' errors.
-  void finish() {
-    for (std::size_t i = 0; i < procs_.size(); ++i) {
-      if (!used_[i]) continue;
-      for (std::uint32_t now = done_[i].count.load(std::memory_order_acquire); now != request_;
-           now = done_[i].count.load(std::memory_order_acquire)) {
-        done_[i].count.wait(now, std::memory_order_acquire);
-      }
-    }
-    std::exception_ptr root, consequence;
-    for (std::size_t i = 0; i < procs_.size(); ++i) {
-      if (!used_[i]) continue;
-      try {
-        procs_[i]->wait();
-      } catch (const std::exception& e) {
-        const bool follows = std::string_view(e.what()).find("an input from another processor failed") !=
-                             std::string_view::npos;
-        std::exception_ptr& slot = follows ? consequence : root;
-        if (!slot) slot = std::current_exception();
-      }
-    }
-    if (root) std::rethrow_exception(root);
-    if (consequence) std::rethrow_exception(consequence);
-  }
-
   OpGraph g_;
   OpMapping m_;
   std::vector<Processor*> procs_;
   std::vector<std::uint16_t> heads_;
   std::unique_ptr<ProcessorEvent[]> events_;  // one per node: reached by its processor's queue
   std::unique_ptr<ProcessorEvent[]> done_;    // one per processor: the end of a run
-  MappedNodeInputs in_;                       // the current run's
-  std::size_t tokens_ = 0;
-  std::vector<bool> in_run_;                  // node n is in the current run
-  std::vector<bool> signal_;                  // node n has a consumer on another processor in the run
-  std::vector<bool> used_;                    // processor i runs some node of the run
+  std::vector<bool> signal_;                  // node n has a consumer on another processor
+  MappedNodeInputs in_;                       // the current batch's
+  std::size_t tokens_ = 0, attn_width_ = 0, ffn_width_ = 0;  // the request's (begin())
+  bool in_flight_ = false;
+  std::size_t next_ = 0;                      // 1 + the last node enqueued in the request
+  std::vector<bool> in_request_;              // node n was enqueued in the request
+  std::vector<bool> used_;                    // processor i runs some node of the request
   std::vector<std::size_t> synced_;           // [p x q]: 1 + the last node of q that p waited for
   std::vector<std::size_t> latest_;           // per processor: 1 + a node's latest producer there
-  std::vector<std::vector<OpCall>> calls_;    // per processor: the run's calls
+  std::vector<std::vector<OpCall>> calls_;    // per processor: the batch's calls
   std::vector<std::size_t> order_;            // the processor of each call, in node order
   AlignedBuffer<float> qkv_, ctx_, ffn_;
   std::uint32_t request_ = 0;
