@@ -7,9 +7,11 @@
 // evaluations) to come within 1% of the best found by any run; the best mapping vs the best
 // single processor, predicted and, with --execute N, measured (the median of N runs of the mapped
 // forward, hetero/mapped_forward.hpp, on CPU clusters of one pinned core each, and each single
-// processor's mapping run the same way); and writes the convergence as SVG.
+// processor's mapping run the same way; with --engine STORE, on the shard-store engine too:
+// bench/mapped_engine.hpp); and writes the convergence as SVG.
 //
-//   eval_mapping_ga --profile minilm.ops.json [--tokens 128] [--seeds 5] [--execute 15] [--svg FILE] [--out FILE]
+//   eval_mapping_ga --profile minilm.ops.json [--tokens 128] [--seeds 5] [--execute 15] [--engine STORE]
+//                   [--svg FILE] [--out FILE]
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "mapped_engine.hpp"
 #include "pinned_latency.hpp"
 #include "stile/hetero/processor_set.hpp"
 #include "stile/hetero/processor_trace.hpp"
@@ -75,12 +78,15 @@ int main(int argc, char** argv) {
   cli.flag("--branch-rate", "X", "DNN-SMO: rate of branch-level mutation", smo.branch_rate).range(0, 1);
   cli.flag("--reuse-rate", "X", "DNN-SMO: rate of copying one layer's genes onto another", smo.reuse_rate).range(0, 1);
   cli.flag("--execute", "N", "execute the best mapping and the single processors' (median of N runs; 0: no)", execute);
-  std::filesystem::path trace_path;
+  std::filesystem::path trace_path, engine_store;
+  cli.flag("--engine", "STORE", "with --execute: run the mappings on the shard-store engine over STORE's 32-bit "
+           "shards too", engine_store);
   cli.flag("--trace", "FILE", "with --execute: write one run of the best mapping as Chrome trace JSON", trace_path);
   cli.flag("--svg", "FILE", "write the convergence plot", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
+  if (!engine_store.empty() && execute == 0) cli.fail("--engine goes with --execute");
   try {
     const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
     if (!prof.request_cost_note().empty()) fmt::print(stderr, "{}\n", prof.request_cost_note());
@@ -193,6 +199,7 @@ int main(int argc, char** argv) {
           stile::open_mapping_processors(prof.processors, g1, stile::OpMapping::uniform(g1.size(), 0), "the profile");
       nlohmann::json executed = nlohmann::json::array();
       double best_single_measured = std::numeric_limits<double>::infinity(), best_measured = 0;
+      double best_single_engine = std::numeric_limits<double>::infinity(), best_engine = 0;
       for (std::size_t k = 0; k < ms.size(); ++k) {
         stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, ms[k].format)),
                                ms[k], open.pointers());
@@ -213,9 +220,23 @@ int main(int argc, char** argv) {
         if (k == 0) best_measured = measured;
         else best_single_measured = std::min(best_single_measured, measured);
         executed.push_back({{"mapping", labels[k]}, {"predicted_us", predicted}, {"measured_us", measured}});
+        if (!engine_store.empty()) {
+          const std::unique_ptr<stile::Engine> engine =
+              stile::bench::open_mapped_engine(engine_store, c, ms[k], open.pointers());
+          const double on_engine = stile::bench::mapped_engine_us(*engine, tokens, execute);
+          fmt::print("  on the engine {:>15}: measured {:>9.1f} us ({:+.1f}% predicted)\n", labels[k], on_engine,
+                     100 * (predicted / on_engine - 1));
+          if (k == 0) best_engine = on_engine;
+          else best_single_engine = std::min(best_single_engine, on_engine);
+          executed.back()["engine_us"] = on_engine;
+        }
       }
       fmt::print("measured: best mapping {:.1f} us vs best single processor {:.1f} us: {:.1f}% faster (thesis: 15%)\n",
                  best_measured, best_single_measured, 100 * (1 - best_measured / best_single_measured));
+      if (!engine_store.empty()) {
+        fmt::print("on the engine: best mapping {:.1f} us vs best single processor {:.1f} us: {:.1f}% faster\n",
+                   best_engine, best_single_engine, 100 * (1 - best_engine / best_single_engine));
+      }
       out["executed"] = executed;
     }
     if (!svg_path.empty()) {

@@ -13,11 +13,9 @@
 //
 //   eval_op_latency --profile minilm.ops.json [--mappings 24] [--tokens 32,128] [--cpu 0] [--out FILE]
 //   eval_op_latency --profile minilm.ops.json --processors cpu:0,cpu:1 [--mappings 24] [--tokens 32,128]
-// With --engine STORE as well: each spread mapping also runs on the shard-store engine
-// (hetero/mapped_layer_compute.hpp) over STORE's 32-bit shards (the checkpoint's fp32 weights,
-// converted into the same formats), every shard held in the preload buffer and every word row in
-// the word-row cache after a first request, so a timed request reads nothing: its wall time (embeddings, layers one run each, pooling, the
-// classifier) against the same prediction.
+// With --engine STORE as well: each spread mapping also runs on the shard-store engine over STORE's
+// 32-bit shards, nothing read by a timed request (bench/mapped_engine.hpp), against the same
+// prediction.
 //   eval_op_latency --profile minilm.ops.json --processors cpu:0,cpu:1 --engine minilm.stile
 // --compare-profile FILE also predicts each mapping with another profile (profile_ops
 // --out-before-fit: the same nodes without the request cost fit) and reports its error beside.
@@ -35,15 +33,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "mapped_engine.hpp"
 #include "pinned_latency.hpp"
 #include "stile/calibrate/op_latency_profiler.hpp"
-#include "stile/engine.hpp"
-#include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/bert_model.hpp"
-#include "stile/store/shard_store.hpp"
 #include "stile/plan/mapping_precision.hpp"
 #include "stile/plan/schedule_emulator.hpp"
 
@@ -139,38 +135,16 @@ int main(int argc, char** argv) {
             any_device ? stile::open_mapping_processors(processors, g1, m, "--processors") : stile::ProcessorSet{};
         stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, m.format)), m,
                                any_device ? own.pointers() : procs.pointers());
-        std::unique_ptr<stile::Engine> engine;
-        if (!engine_store.empty()) {
-          stile::EngineOptions options;
-          options.threads = 1;  // the engine's own pool runs nothing of a mapped layer
-          // Every shard and word row held after the first request: a timed request reads nothing.
-          options.preload_bytes = stile::ShardStore::open(engine_store).file_size();
-          options.word_cache_bytes = c.vocab_size * c.hidden * sizeof(float);
-          for (std::size_t n = 0; n < g1.size(); ++n) {
-            if (g1.nodes[n].kind == stile::OpNodeKind::kEmbedding) options.embedding_layer_norm = stile::norm_format_of(m.format[n]);
-          }
-          engine = std::make_unique<stile::Engine>(engine_store, options);
-          engine->set_layer_compute(std::make_unique<stile::MappedLayerCompute>(
-              c, m, any_device ? own.pointers() : procs.pointers()));
-        }
+        const std::unique_ptr<stile::Engine> engine =
+            engine_store.empty() ? nullptr
+                                 : stile::bench::open_mapped_engine(engine_store, c, m,
+                                                                    any_device ? own.pointers() : procs.pointers());
         for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
           const std::size_t t = tokens[ti];
           const stile::OpGraph g = stile::bert_op_graph(
               {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = t});
           const double measured = stile::bench::mapped_forward_us(f, t, repeats);
-          double engine_us = 0;
-          if (engine) {
-            const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(c.num_layers, engine->store().shards_per_layer(), 32);
-            const stile::Encoding e = stile::synthetic_encoding(t, c.vocab_size);
-            std::vector<double> us;
-            for (std::size_t r = 0; r < repeats + 3; ++r) {  // the first: conversion and preloading
-              const auto a = std::chrono::steady_clock::now();
-              engine->run(e, plan);
-              if (r >= 3) us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
-            }
-            std::sort(us.begin(), us.end());
-            engine_us = us[us.size() / 2];
-          }
+          const double engine_us = engine ? stile::bench::mapped_engine_us(*engine, t, repeats) : 0.0;
           stile::OpMapping pm = m;
           for (auto& q : pm.processor) q = index[q];
           const double predicted = stile::predict_latency_us(g, stile::OpCostTable::from_profile(g, prof), pm);
