@@ -239,8 +239,8 @@ int main(int argc, char** argv) {
            "decoded once into its linear nodes' formats and kept",
            mapping_path);
   cli.flag("--processor-trace", "FILE",
-           "with --processors or --mapping: write what each processor ran during the last request as Chrome trace JSON, one lane "
-           "per processor",
+           "with --processors or --mapping: write what each processor ran during the last request as Chrome trace "
+           "JSON, one lane per processor",
            processor_trace);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (processors.empty() && (split_p || split_auto || !split_profile_path.empty())) {

@@ -9,6 +9,7 @@
 // version is known by them without hashing its megabytes), and by the layer's formats. It keeps
 // up to `capacity` converted layers, least recently used dropped first; a reference it returns
 // stays valid until `capacity` - 1 more conversions. Memory: each kept layer's converted weights.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -50,10 +50,10 @@ class MappedLayerCompute final : public LayerCompute {
     require(layer < g.layer_nodes.size(),
             concat("mapped layer: layer ", layer, " is past the mapping's ", g.layer_nodes.size(), " layers"));
     require(!shards.empty(), "mapped layer: no shards chosen");
-    const LayerView<LinearView>& v = layers_.get(config, shape, shards, resident, precision_.layer(layer));
     // A layer not after the last one enqueued starts a request (a caller that skipped finish():
     // the previous request is waited for first).
     if (runner_.in_flight() && layer <= last_layer_) runner_.finish();
+    const LayerView<LinearView>& v = layers_.get(config, shape, shards, resident, precision_.layer(layer));
     if (!runner_.in_flight()) runner_.begin(seq_offsets.empty() ? 0 : seq_offsets.back(), config.hidden, config.intermediate);
     last_layer_ = layer;
     nodes_.clear();
