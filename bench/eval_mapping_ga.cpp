@@ -79,8 +79,9 @@ int main(int argc, char** argv) {
   cli.flag("--reuse-rate", "X", "DNN-SMO: rate of copying one layer's genes onto another", smo.reuse_rate).range(0, 1);
   cli.flag("--execute", "N", "execute the best mapping and the single processors' (median of N runs; 0: no)", execute);
   std::filesystem::path trace_path, engine_store;
-  cli.flag("--engine", "STORE", "with --execute: run the mappings on the shard-store engine over STORE's 32-bit "
-           "shards too", engine_store);
+  cli.flag("--engine", "STORE",
+           "with --execute: run the mappings on the shard-store engine over STORE's 32-bit shards too",
+           engine_store);
   cli.flag("--trace", "FILE", "with --execute: write one run of the best mapping as Chrome trace JSON", trace_path);
   cli.flag("--svg", "FILE", "write the convergence plot", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
@@ -226,8 +227,11 @@ int main(int argc, char** argv) {
           const double on_engine = stile::bench::mapped_engine_us(*engine, tokens, execute);
           fmt::print("  on the engine {:>15}: measured {:>9.1f} us ({:+.1f}% predicted)\n", labels[k], on_engine,
                      100 * (predicted / on_engine - 1));
-          if (k == 0) best_engine = on_engine;
-          else best_single_engine = std::min(best_single_engine, on_engine);
+          if (k == 0) {
+            best_engine = on_engine;
+          } else {
+            best_single_engine = std::min(best_single_engine, on_engine);
+          }
           executed.back()["engine_us"] = on_engine;
         }
       }

@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
            }));
   cli.flag("--compare-profile", "FILE", "also predict with this profile (before the request cost fit) and report its "
            "error", compare_path);
-  cli.flag("--engine", "STORE", "with --processors: also run each mapping on the shard-store engine over STORE's "
-           "32-bit shards (preloaded)", engine_store);
+  cli.flag("--engine", "STORE",
+           "with --processors: also run each mapping on the shard-store engine over STORE's 32-bit shards (preloaded)",
+           engine_store);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
@@ -136,9 +137,9 @@ int main(int argc, char** argv) {
         stile::MappedForward f(stile::BertWeights::load(model_dir, stile::mapped_weights_precision(g1, m.format)), m,
                                any_device ? own.pointers() : procs.pointers());
         const std::unique_ptr<stile::Engine> engine =
-            engine_store.empty() ? nullptr
-                                 : stile::bench::open_mapped_engine(engine_store, c, m,
-                                                                    any_device ? own.pointers() : procs.pointers());
+            engine_store.empty()
+                ? nullptr
+                : stile::bench::open_mapped_engine(engine_store, c, m, any_device ? own.pointers() : procs.pointers());
         for (std::size_t ti = 0; ti < tokens.size(); ++ti) {
           const std::size_t t = tokens[ti];
           const stile::OpGraph g = stile::bert_op_graph(
@@ -157,12 +158,14 @@ int main(int argc, char** argv) {
           if (engine && i >= 2) engine_errors[ti].push_back(std::abs(engine_err));
           std::size_t on[2] = {0, 0};
           for (const auto q : m.processor) ++on[q == 0 ? 0 : 1];
-          fmt::print("tokens {:>4}  {:>10}  ({:>3} nodes on {}, {:>3} elsewhere)  predicted {:>9.1f} us  measured "
-                     "{:>9.1f} us  error {:+6.1f}%{}{}\n",
-                     t, label, on[0], processors[0], on[1], predicted, measured, 100 * err,
-                     compare ? fmt::format("  (compared profile: {:9.1f} us, {:+6.1f}%)", predicted_other, 100 * other_err)
-                             : std::string(),
-                     engine ? fmt::format("  engine {:>9.1f} us, error {:+6.1f}%", engine_us, 100 * engine_err) : std::string());
+          fmt::print(
+              "tokens {:>4}  {:>10}  ({:>3} nodes on {}, {:>3} elsewhere)  predicted {:>9.1f} us  measured "
+              "{:>9.1f} us  error {:+6.1f}%{}{}\n",
+              t, label, on[0], processors[0], on[1], predicted, measured, 100 * err,
+              compare ? fmt::format("  (compared profile: {:9.1f} us, {:+6.1f}%)", predicted_other, 100 * other_err)
+                      : std::string(),
+              engine ? fmt::format("  engine {:>9.1f} us, error {:+6.1f}%", engine_us, 100 * engine_err)
+                     : std::string());
           rows.push_back({{"tokens", t}, {"mapping", label}, {"predicted_us", predicted}, {"measured_us", measured},
                           {"processors", processors}});
           if (compare) rows.back()["compared_predicted_us"] = predicted_other;

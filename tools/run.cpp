@@ -249,10 +249,11 @@ int main(int argc, char** argv) {
   if (processors.empty() && mapping_path.empty() && !processor_trace.empty()) {
     cli.fail("--processor-trace goes with --processors or --mapping");
   }
-  if (!mapping_path.empty() && (!processors.empty() || precision != "fp32" ||
-                                options.shard_linear != stile::LinearFormat::kF32)) {
-    cli.fail("--mapping gives every operator's processor and format: it goes without --processors, --precision "
-             "and --shard-gemm");
+  if (!mapping_path.empty() &&
+      (!processors.empty() || precision != "fp32" || options.shard_linear != stile::LinearFormat::kF32)) {
+    cli.fail(
+        "--mapping gives every operator's processor and format: it goes without --processors, --precision "
+        "and --shard-gemm");
   }
   if (split_p && !split_profile_path.empty()) cli.fail("--split-profile goes with --split auto");
   if (!processors.empty() && processors[0].opencl) {

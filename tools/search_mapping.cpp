@@ -153,8 +153,10 @@ int main(int argc, char** argv) {
                    stile::to_string(lp.ops.softmax));
       }
     } else {
-      fmt::print("the mapping spreads nodes over processors: embed --mapping {0} (the in-memory model) and run "
-                 "--mapping {0} (the shard-store engine) run it on the processor runtime (hetero/)\n", out.string());
+      fmt::print(
+          "the mapping spreads nodes over processors: embed --mapping {0} (the in-memory model) and run "
+          "--mapping {0} (the shard-store engine) run it on the processor runtime (hetero/)\n",
+          out.string());
     }
     fmt::print("wrote {}\n", out.string());
   } catch (const std::exception& e) {

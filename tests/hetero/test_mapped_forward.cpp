@@ -352,7 +352,8 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
 
 TEST_CASE("an all-fp32 mapping behind the engine gives the default engine's embedding, whole and partial") {
   const stile::Encoding e = stile_test::tiny_tokens(11);
-  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph g =
+      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
   REQUIRE(g.nodes.front().kind == stile::OpNodeKind::kEmbedding);
   TwoClusters p;
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
@@ -372,7 +373,8 @@ TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 
   const std::filesystem::path model = mapped_store().dir.path;
   const stile::BertConfig c = stile::read_bert_config((model / "config.json").string());
   const stile::OpGraph g = stile::op_graph_of(c);
-  const std::vector<float> fp32 = stile::Engine(mapped_store().store).run(e, stile::SubmodelPlan::uniform(2, 4, 32)).embedding;
+  const std::vector<float> fp32 =
+      stile::Engine(mapped_store().store).run(e, stile::SubmodelPlan::uniform(2, 4, 32)).embedding;
   TwoClusters p;
   std::mt19937_64 rng(23);
   for (int k = 0; k < 4; ++k) {
@@ -400,7 +402,8 @@ TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 
 
 TEST_CASE("behind the engine, a failing processor fails the request by name; the next request succeeds") {
   const stile::Encoding e = stile_test::tiny_tokens(9);
-  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph g =
+      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
   TwoClusters p;
   FailingProcessor flaky(p.b);
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
@@ -417,7 +420,8 @@ TEST_CASE("behind the engine, a failing processor fails the request by name; the
 
 TEST_CASE("behind the engine, a read failing while mapped layers run fails that request only") {
   const stile::Encoding e = stile_test::tiny_tokens(10);
-  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph g =
+      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
   TwoClusters p;
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
   for (std::size_t n = 0; n < g.size(); ++n) m.processor[n] = static_cast<std::uint8_t>((n / 3) % 2);

@@ -35,8 +35,9 @@ const stile_test::ConvertedStore& store() {
 // The CPU layer, then a sleep: a device busier than when it was profiled.
 class BusyCompute final : public stile::LayerCompute {
  public:
-  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape, std::span<const stile::ShardView> shards,
-           const stile::LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
+  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape,
+           std::span<const stile::ShardView> shards, const stile::LayerResidentView& resident, float* x,
+           std::span<const std::size_t> seq_offsets) override {
     stile::CpuLayerCompute(pool_, {}, workspace_, arena_).run(config, layer, shape, shards, resident, x, seq_offsets);
     std::this_thread::sleep_for(std::chrono::milliseconds(8));
   }

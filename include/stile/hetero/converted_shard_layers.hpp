@@ -36,7 +36,9 @@ class ConvertedShardLayers {
     std::uint64_t key = 1469598103934665603ull;
     for (const ShardView& s : shards) {
       key = fnv(key, &s.bits, sizeof s.bits);
-      for (const float* b : {s.query_bias, s.key_bias, s.value_bias}) key = fnv(key, b, shape.attn_rows * sizeof(float));
+      for (const float* b : {s.query_bias, s.key_bias, s.value_bias}) {
+        key = fnv(key, b, shape.attn_rows * sizeof(float));
+      }
       key = fnv(key, s.ffn_in_bias, shape.ffn_rows * sizeof(float));
     }
     key = fnv(key, p.linear.data(), sizeof p.linear);

@@ -61,9 +61,9 @@ class MappedForward {
       }
       for (const LinearView* lv : parts) {
         if (lv == nullptr) continue;
-        require(lv->format == want, concat("mapped forward: node ", node.name, " is mapped to ",
-                                           to_string(run_.mapping().format[n]), " but its weights are ",
-                                           to_string(lv->format), " (load them with mapped_weights_precision)"));
+        require(lv->format == want,
+                concat("mapped forward: node ", node.name, " is mapped to ", to_string(run_.mapping().format[n]),
+                       " but its weights are ", to_string(lv->format), " (load them with mapped_weights_precision)"));
       }
     }
   }

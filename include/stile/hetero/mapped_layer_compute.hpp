@@ -54,7 +54,9 @@ class MappedLayerCompute final : public LayerCompute {
     // the previous request is waited for first).
     if (runner_.in_flight() && layer <= last_layer_) runner_.finish();
     const LayerView<LinearView>& v = layers_.get(config, shape, shards, resident, precision_.layer(layer));
-    if (!runner_.in_flight()) runner_.begin(seq_offsets.empty() ? 0 : seq_offsets.back(), config.hidden, config.intermediate);
+    if (!runner_.in_flight()) {
+      runner_.begin(seq_offsets.empty() ? 0 : seq_offsets.back(), config.hidden, config.intermediate);
+    }
     last_layer_ = layer;
     nodes_.clear();
     for (const std::size_t n : g.layer_nodes[layer]) {
@@ -68,7 +70,10 @@ class MappedLayerCompute final : public LayerCompute {
       std::size_t layer;
       ~Forget() { views[layer] = nullptr; }
     } forget{views_, layer};
-    runner_.enqueue(nodes_, {.x = x, .seq_offsets = seq_offsets, .hidden = config.hidden, .views = views_,
+    runner_.enqueue(nodes_, {.x = x,
+                             .seq_offsets = seq_offsets,
+                             .hidden = config.hidden,
+                             .views = views_,
                              .layer_norm_eps = config.layer_norm_eps});
   }
 

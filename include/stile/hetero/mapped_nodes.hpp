@@ -54,9 +54,12 @@ namespace stile {
 // The operator graph of config `c` (one sequence of one token: the nodes do not depend on the
 // token count).
 inline OpGraph op_graph_of(const BertConfig& c, std::size_t classes = 2) {
-  return bert_op_graph(
-      {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = 1,
-       .classes = classes});
+  return bert_op_graph({.layers = c.num_layers,
+                        .hidden = c.hidden,
+                        .heads = c.num_heads,
+                        .ffn = c.intermediate,
+                        .tokens = 1,
+                        .classes = classes});
 }
 
 // The ModelPrecision to load a model's weights with for `formats`: each linear layer in its
@@ -243,8 +246,8 @@ class MappedNodeRunner {
       try {
         procs_[i]->wait();
       } catch (const std::exception& e) {
-        const bool follows = std::string_view(e.what()).find("an input from another processor failed") !=
-                             std::string_view::npos;
+        const bool follows =
+            std::string_view(e.what()).find("an input from another processor failed") != std::string_view::npos;
         std::exception_ptr& slot = follows ? consequence : root;
         if (!slot) slot = std::current_exception();
       }
@@ -321,7 +324,8 @@ class MappedNodeRunner {
         return;
       }
       case OpNodeKind::kAttentionHead: {
-        require(node.slot <= v.heads, concat("mapped forward: node ", node.name, " is past the layer's ", v.heads, " heads"));
+        require(node.slot <= v.heads,
+                concat("mapped forward: node ", node.name, " is past the layer's ", v.heads, " heads"));
         AttentionCall a;
         a.qkv = qkv_.data();
         a.ld_qkv = 3 * da;
@@ -387,19 +391,19 @@ class MappedNodeRunner {
   OpMapping m_;
   std::vector<Processor*> procs_;
   std::vector<std::uint16_t> heads_;
-  std::unique_ptr<ProcessorEvent[]> events_;  // one per node: reached by its processor's queue
-  std::unique_ptr<ProcessorEvent[]> done_;    // one per processor: the end of a run
-  std::vector<bool> signal_;                  // node n has a consumer on another processor
-  MappedNodeInputs in_;                       // the current batch's
+  std::unique_ptr<ProcessorEvent[]> events_;                 // one per node: reached by its processor's queue
+  std::unique_ptr<ProcessorEvent[]> done_;                   // one per processor: the end of a run
+  std::vector<bool> signal_;                                 // node n has a consumer on another processor
+  MappedNodeInputs in_;                                      // the current batch's
   std::size_t tokens_ = 0, attn_width_ = 0, ffn_width_ = 0;  // the request's (begin())
   bool in_flight_ = false;
-  std::size_t next_ = 0;                      // 1 + the last node enqueued in the request
-  std::vector<bool> in_request_;              // node n was enqueued in the request
-  std::vector<bool> used_;                    // processor i runs some node of the request
-  std::vector<std::size_t> synced_;           // [p x q]: 1 + the last node of q that p waited for
-  std::vector<std::size_t> latest_;           // per processor: 1 + a node's latest producer there
-  std::vector<std::vector<OpCall>> calls_;    // per processor: the batch's calls
-  std::vector<std::size_t> order_;            // the processor of each call, in node order
+  std::size_t next_ = 0;                    // 1 + the last node enqueued in the request
+  std::vector<bool> in_request_;            // node n was enqueued in the request
+  std::vector<bool> used_;                  // processor i runs some node of the request
+  std::vector<std::size_t> synced_;         // [p x q]: 1 + the last node of q that p waited for
+  std::vector<std::size_t> latest_;         // per processor: 1 + a node's latest producer there
+  std::vector<std::vector<OpCall>> calls_;  // per processor: the batch's calls
+  std::vector<std::size_t> order_;          // the processor of each call, in node order
   AlignedBuffer<float> qkv_, ctx_, ffn_;
   std::uint32_t request_ = 0;
 };

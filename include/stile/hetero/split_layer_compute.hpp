@@ -28,7 +28,11 @@ class SplitLayerCompute final : public LayerCompute {
   // choice per request shape (`profile`, or profiled on the first layer).
   SplitLayerCompute(Processor& p0, Processor& p1, const OpFormats& ops, std::optional<double> p,
                     std::optional<SplitProfile> profile = std::nullopt, std::size_t cache_layers = 64)
-      : proc_{&p0, &p1}, split_(p0, p1), ops_(ops), fixed_p_(p), profile_(std::move(profile)),
+      : proc_{&p0, &p1},
+        split_(p0, p1),
+        ops_(ops),
+        fixed_p_(p),
+        profile_(std::move(profile)),
         layers_(2 * cache_layers) {}
 
   const std::optional<SplitProfile>& profile() const noexcept { return profile_; }

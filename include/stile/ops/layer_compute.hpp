@@ -30,8 +30,9 @@ class LayerCompute {
   // The layer may still be running when run() returns (a compute that queues layers on other
   // processors): x is complete once finish() returns, and until then the caller leaves x and
   // seq_offsets untouched and calls run() for the request's next layers only.
-  virtual void run(const BertConfig& config, std::size_t layer, const ShardShape& shape, std::span<const ShardView> shards,
-                   const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) = 0;
+  virtual void run(const BertConfig& config, std::size_t layer, const ShardShape& shape,
+                   std::span<const ShardView> shards, const LayerResidentView& resident, float* x,
+                   std::span<const std::size_t> seq_offsets) = 0;
   // Waits for every layer run() started; throws the first failure among them. Called after a
   // request's last layer, and before the request's buffers go, whether it failed or not.
   virtual void finish() {}
