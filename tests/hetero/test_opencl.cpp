@@ -2,8 +2,8 @@
 // (the weights' conversion from the CPU's int8 / fp16 / fp32 bytes, the CLBlast GEMM with our bias,
 // GELU and residual kernels, attention with our softmax, LayerNorm, GELU) against a naive
 // reference; a kernel that does not build and an OpenCL error fail with the device and the call;
-// the split layer with the device as processor 1; and the engine going on with the CPU after the
-// device failed a request.
+// the split layer with the device as processor 1; the engine going on with the CPU after the
+// device failed a request; and mappings with nodes on the device, in memory and behind the engine.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "stile/hetero/cpu_cluster.hpp"
 #include "stile/hetero/opencl_device.hpp"
 #include "stile/hetero/mapped_forward.hpp"
+#include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_trace.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/hetero/split_layer.hpp"
@@ -351,4 +352,42 @@ TEST_CASE("a mapping with nodes on the OpenCL device and on a CPU cluster", "[op
   double diff = 0;
   for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(double(got[i]) - want[i]));
   CHECK(diff < 1e-4);
+}
+
+TEST_CASE("a mapping behind the engine with nodes on the OpenCL device, whole and partial", "[opencl]") {
+  static const stile_test::ConvertedStore store(
+      "opencl_mapped_engine.stile", [](const std::filesystem::path& dir) { stile_test::write_tiny_bert(dir, 2, 77); },
+      {4, 32});
+  const stile::Encoding e = stile_test::tiny_tokens(10);
+  stile::CpuCluster cpu("cpu:0", {}, LinearFormat::kF32);
+  auto dev = device(LinearFormat::kF32);
+  const stile::OpGraph g = stile::op_graph_of(stile::Engine(store.store).store().config());
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 1; n < g.size(); n += 2) m.processor[n] = 1;  // every other node on the device
+  stile::ProcessorTrace trace;
+  dev->set_trace(&trace);
+  for (const std::size_t shards : {4u, 3u}) {
+    const stile::SubmodelPlan plan = stile::SubmodelPlan::uniform(2, shards, 4);
+    const std::vector<float> want = stile::Engine(store.store).run(e, plan).embedding;
+    stile::Engine engine(store.store);
+    engine.set_layer_compute(std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m,
+                                                                         std::vector<stile::Processor*>{&cpu, dev.get()}));
+    for (int request = 0; request < 2; ++request) {  // the second on the converted layers kept
+      const std::vector<float> got = engine.run(e, plan).embedding;
+      REQUIRE(got.size() == want.size());
+      double diff = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(double(got[i]) - want[i]));
+      INFO(shards << " shards, request " << request << ": max |diff| to the default engine " << diff);
+      CHECK(diff < 1e-4);  // the device's fp32 GEMMs sum in another order
+    }
+  }
+  dev->set_trace(nullptr);
+  // The device ran its FFN output layers: one per such node, per request (2 plans x 2 requests).
+  std::size_t mapped = 0, ran = 0;
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    mapped += m.processor[n] == 1 && g.nodes[n].kind == stile::OpNodeKind::kFfnOut;
+  }
+  for (const stile::ProcessorSpan& s : trace.spans()) ran += s.processor == "opencl:0" && s.op == "ffn_out";
+  CHECK(mapped > 0);
+  CHECK(ran == 4 * mapped);
 }
