@@ -390,6 +390,12 @@ int main(int argc, char** argv) {
     }
     fmt::print("profile  {}\n",
                profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
+    if (mapping && profile_path && options.target_ms > 0 && !bits) {
+      // The planner costs each layer with the profile's compute times, measured on the engine's own
+      // CPU layer: the mapped layer's times differ (faster on held weights, slower on a slow device).
+      fmt::print("note     the profile's compute times are the CPU engine's, not the mapping's: the plans for the "
+                 "target assume those\n");
+    }
     fmt::print("shards   {}\n",
                importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
     fmt::print("heads    {}\n", heads_path ? fmt::format("{} ({} shapes)", heads_path->string(), heads->heads.size())
