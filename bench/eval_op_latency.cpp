@@ -117,8 +117,7 @@ int main(int argc, char** argv) {
           for (std::size_t n = 0; n < g1.size(); ++n) {
             const stile::OpNodeKind kind = g1.nodes[n].kind;
             std::vector<stile::NumberFormat> fs = stile::formats_of(kind);
-            const bool linear = kind == stile::OpNodeKind::kQkv || kind == stile::OpNodeKind::kAttnOut ||
-                                kind == stile::OpNodeKind::kFfnIn || kind == stile::OpNodeKind::kFfnOut;
+            const bool linear = stile::is_linear(kind);
             if (any_device) {
               // Draw the processor first, then a format it was profiled in.
               m.processor[n] = static_cast<std::uint8_t>(below(processors.size()));

@@ -24,10 +24,7 @@ inline std::unique_ptr<Engine> open_mapped_engine(const std::filesystem::path& s
   options.threads = 1;  // the engine's own pool runs nothing of a mapped layer
   options.preload_bytes = ShardStore::open(store).file_size();
   options.word_cache_bytes = c.vocab_size * c.hidden * sizeof(float);
-  const OpGraph g = op_graph_of(c);
-  for (std::size_t n = 0; n < g.size(); ++n) {
-    if (g.nodes[n].kind == OpNodeKind::kEmbedding) options.embedding_layer_norm = norm_format_of(m.format[n]);
-  }
+  options.embedding_layer_norm = mapped_embedding_norm(op_graph_of(c), m.format);
   auto engine = std::make_unique<Engine>(store, options);
   engine->set_layer_compute(std::make_unique<MappedLayerCompute>(c, m, std::move(procs)));
   return engine;

@@ -314,19 +314,13 @@ int main(int argc, char** argv) {
           processors[i].name, processors[i].cores, processor_formats[i],
           i == 0 ? stile::CpuCluster::Mode::kCallerThread : stile::CpuCluster::Mode::kOwnThread));
     }
-    // A mapping: its processors (as the file names them) and, per engine, a mapped layer.
+    // A mapping: its processors (as the file names them, opened with the first engine, whose store
+    // gives the shape to check) and, per engine, a mapped layer.
     std::optional<stile::OpMappingFile> mapping;
     if (!mapping_path.empty()) {
       mapping = stile::OpMappingFile::load(mapping_path);
-      const stile::BertConfig config = stile::ShardStore::open(store).config();
-      stile::check_mapping_shape(*mapping, config, mapping_path.string());
-      const stile::OpGraph g = stile::op_graph_of(config);
-      clusters = stile::open_mapping_processors(mapping->processors, g, mapping->mapping, mapping_path.string()).owned;
-      for (std::size_t n = 0; n < g.size(); ++n) {
-        if (g.nodes[n].kind == stile::OpNodeKind::kEmbedding) {
-          options.embedding_layer_norm = stile::norm_format_of(mapping->mapping.format[n]);
-        }
-      }
+      options.embedding_layer_norm =
+          stile::mapped_embedding_norm(stile::bert_op_graph(mapping->shape), mapping->mapping.format);
     }
     std::optional<stile::SplitProfile> split_profile;
     if (!split_profile_path.empty() && std::filesystem::exists(split_profile_path)) {
@@ -339,6 +333,13 @@ int main(int argc, char** argv) {
       auto e = std::make_unique<stile::Engine>(store, options, profile);
       if (heads) e->set_heads(*heads);
       if (mapping) {
+        if (clusters.empty()) {
+          const stile::BertConfig& config = e->store().config();
+          stile::check_mapping_shape(*mapping, config, mapping_path.string());
+          clusters = stile::open_mapping_processors(mapping->processors, stile::op_graph_of(config), mapping->mapping,
+                                                    mapping_path.string())
+                         .owned;
+        }
         std::vector<stile::Processor*> procs;
         for (const auto& c : clusters) procs.push_back(c.get());
         auto compute = std::make_unique<stile::MappedLayerCompute>(e->store().config(), mapping->mapping, procs);

@@ -74,6 +74,14 @@ std::vector<NumberFormat> random_formats(const stile::OpGraph& g, std::mt19937_6
   return f;
 }
 
+// Random formats, then a random one of two processors per node.
+stile::OpMapping random_spread_mapping(const stile::OpGraph& g, std::mt19937_64& rng) {
+  stile::OpMapping m;
+  m.format = random_formats(g, rng);
+  for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>(rng() % 2));
+  return m;
+}
+
 // A processor that forwards to another and, when armed, hands its next linear call channels past
 // the layer's end: the wrapped cluster fails that call as any failing call.
 class FailingProcessor final : public stile::Processor {
@@ -109,9 +117,7 @@ TEST_CASE("random mappings over two CPU clusters equal the same formats on one p
   TwoClusters p;
   std::mt19937_64 rng(19);
   for (int k = 0; k < 6; ++k) {
-    stile::OpMapping m;
-    m.format = random_formats(g, rng);
-    for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>(rng() % 2));
+    const stile::OpMapping m = random_spread_mapping(g, rng);
     const std::vector<float> spread = run_mapped(dir.path, m, p.both());
     stile::OpMapping one = m;
     one.processor.assign(g.size(), 0);
@@ -328,12 +334,18 @@ const stile_test::ConvertedStore& mapped_store() {
   return s;
 }
 
+const stile::OpGraph& mapped_graph() {
+  static const stile::OpGraph g =
+      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  return g;
+}
+
 // The engine's embedding of `e` under plan `plan` with mapping `m` on `procs` (the embedding
 // LayerNorm in the embedding node's format, as run --mapping sets it).
 std::vector<float> run_mapped_engine(const stile::OpMapping& m, std::vector<stile::Processor*> procs,
                                      const stile::Encoding& e, const stile::SubmodelPlan& plan, int requests = 1) {
   stile::EngineOptions options;
-  options.embedding_layer_norm = stile::norm_format_of(m.format.front());  // node 0: the embedding
+  options.embedding_layer_norm = stile::mapped_embedding_norm(mapped_graph(), m.format);
   stile::Engine engine(mapped_store().store, options);
   engine.set_layer_compute(std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m, std::move(procs)));
   std::vector<float> out;
@@ -352,8 +364,7 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
 
 TEST_CASE("an all-fp32 mapping behind the engine gives the default engine's embedding, whole and partial") {
   const stile::Encoding e = stile_test::tiny_tokens(11);
-  const stile::OpGraph g =
-      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph& g = mapped_graph();
   REQUIRE(g.nodes.front().kind == stile::OpNodeKind::kEmbedding);
   TwoClusters p;
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
@@ -378,9 +389,7 @@ TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 
   TwoClusters p;
   std::mt19937_64 rng(23);
   for (int k = 0; k < 4; ++k) {
-    stile::OpMapping m;
-    m.format = random_formats(g, rng);
-    for (std::size_t n = 0; n < g.size(); ++n) m.processor.push_back(static_cast<std::uint8_t>(rng() % 2));
+    const stile::OpMapping m = random_spread_mapping(g, rng);
     INFO("mapping " << k);
     // 32-bit shards hold the checkpoint's fp32 weights: the in-memory mapped forward of the same
     // mapping, pooled as the engine pools (mean, then L2).
@@ -402,8 +411,7 @@ TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 
 
 TEST_CASE("behind the engine, a failing processor fails the request by name; the next request succeeds") {
   const stile::Encoding e = stile_test::tiny_tokens(9);
-  const stile::OpGraph g =
-      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph& g = mapped_graph();
   TwoClusters p;
   FailingProcessor flaky(p.b);
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
@@ -420,8 +428,7 @@ TEST_CASE("behind the engine, a failing processor fails the request by name; the
 
 TEST_CASE("behind the engine, a read failing while mapped layers run fails that request only") {
   const stile::Encoding e = stile_test::tiny_tokens(10);
-  const stile::OpGraph g =
-      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+  const stile::OpGraph& g = mapped_graph();
   TwoClusters p;
   stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
   for (std::size_t n = 0; n < g.size(); ++n) m.processor[n] = static_cast<std::uint8_t>((n / 3) % 2);

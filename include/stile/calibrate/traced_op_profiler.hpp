@@ -41,10 +41,7 @@ inline void measure_traced_op_latency(OpLatencyProfile& prof, std::size_t proc, 
   for (const NumberFormat lf : linear) {
     OpMapping m = OpMapping::uniform(g1.size(), static_cast<std::uint8_t>(proc));
     for (std::size_t n = 0; n < g1.size(); ++n) {
-      const OpNodeKind k = g1.nodes[n].kind;
-      const bool is_linear =
-          k == OpNodeKind::kQkv || k == OpNodeKind::kAttnOut || k == OpNodeKind::kFfnIn || k == OpNodeKind::kFfnOut;
-      m.format[n] = is_linear ? lf : NumberFormat::kF32;
+      m.format[n] = is_linear(g1.nodes[n].kind) ? lf : NumberFormat::kF32;
     }
     const ProcessorSet procs = open_mapping_processors(prof.processors, g1, m, "the op latency profile");
     MappedForward f(BertWeights::load(model_dir, mapped_weights_precision(g1, m.format)), m, procs.pointers());

@@ -29,10 +29,8 @@ class ConvertedShardLayers {
  public:
   explicit ConvertedShardLayers(std::size_t capacity) : capacity_(std::max<std::size_t>(2, capacity)) {}
 
-  // The layer of `shards` (shape `shape`) and `resident`, its linear layers in p's formats (int8:
-  // symmetric per channel) and p.ops in the view.
-  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
-                                   const LayerResidentView& resident, const LayerPrecision& p) {
+  // What tells a layer's chosen shard versions apart: their bitwidths and biases, hashed.
+  static std::uint64_t versions_key(const ShardShape& shape, std::span<const ShardView> shards) {
     std::uint64_t key = 1469598103934665603ull;
     for (const ShardView& s : shards) {
       key = fnv(key, &s.bits, sizeof s.bits);
@@ -41,16 +39,27 @@ class ConvertedShardLayers {
       }
       key = fnv(key, s.ffn_in_bias, shape.ffn_rows * sizeof(float));
     }
-    key = fnv(key, p.linear.data(), sizeof p.linear);
+    return key;
+  }
+
+  // The layer of `shards` (shape `shape`) and `resident`, its linear layers in p's formats (int8:
+  // symmetric per channel) and p.ops in the view.
+  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+                                   const LayerResidentView& resident, const LayerPrecision& p) {
+    return get(c, shape, shards, resident, p, versions_key(shape, shards));
+  }
+  // The same with the shards' versions_key given (one hash for the layer in several formats).
+  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+                                   const LayerResidentView& resident, const LayerPrecision& p, std::uint64_t versions) {
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->key == key && it->layer == resident.attn_out_bias && it->view.ops == p.ops) {
+      if (it->versions == versions && it->layer == resident.attn_out_bias && it->precision == p) {
         cache_.splice(cache_.begin(), cache_, it);  // most recent first
         return cache_.front().view;
       }
     }
     if (cache_.size() >= capacity_) cache_.pop_back();
     cache_.push_front(convert(c, shape, shards, resident, p));
-    cache_.front().key = key;
+    cache_.front().versions = versions;
     return cache_.front().view;
   }
 
@@ -66,8 +75,9 @@ class ConvertedShardLayers {
 
  private:
   struct Converted {
-    std::uint64_t key = 0;
+    std::uint64_t versions = 0;  // versions_key
     const float* layer = nullptr;
+    LayerPrecision precision;
     std::array<LinearWeights, 5> w;                             // q, kv, attn_out, ffn_in, ffn_out
     std::vector<float> q_bias, kv_bias, ffn_in_bias, resident;  // resident: the six d-vectors
     LayerView<LinearView> view;
@@ -85,6 +95,7 @@ class ConvertedShardLayers {
     const LayerView<StackedDict>& v = sharded.view();
     Converted out;
     out.layer = resident.attn_out_bias;
+    out.precision = p;
     const std::size_t d = c.hidden, da = v.attn_width(), ff = v.ffn_width();
     out.q_bias.assign(v.q_bias, v.q_bias + da);
     out.kv_bias.assign(v.kv_bias, v.kv_bias + 2 * da);

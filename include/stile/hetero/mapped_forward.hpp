@@ -49,7 +49,7 @@ class MappedForward {
       const OpNode& node = g.nodes[n];
       if (MappedNodeRunner::host_only(node.kind)) continue;
       nodes_.push_back(n);
-      if (!MappedNodeRunner::is_linear(node.kind)) continue;
+      if (!is_linear(node.kind)) continue;
       const LayerView<LinearView>& v = views_.at(node.layer);
       const LinearFormat want = linear_format_of(run_.mapping().format[n]);
       const LinearView* parts[2] = {nullptr, nullptr};

@@ -84,6 +84,16 @@ inline ModelPrecision mapped_weights_precision(const OpGraph& g, const std::vect
   return p;
 }
 
+// The embedding LayerNorm's format in `formats` (its node's): where a caller runs the embedding
+// outside the runner (the engine: EngineOptions::embedding_layer_norm).
+inline NormFormat mapped_embedding_norm(const OpGraph& g, const std::vector<NumberFormat>& formats) {
+  require(formats.size() == g.size(), "mapped forward: one format per node expected");
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    if (g.nodes[n].kind == OpNodeKind::kEmbedding) return norm_format_of(formats[n]);
+  }
+  return NormFormat::kF32;
+}
+
 // What a run() reads and writes besides its own buffers.
 struct MappedNodeInputs {
   float* x = nullptr;                        // [tokens x hidden], updated in place
@@ -145,9 +155,6 @@ class MappedNodeRunner {
   const OpMapping& mapping() const noexcept { return m_; }
 
   static bool host_only(OpNodeKind k) { return k == OpNodeKind::kPooling || k == OpNodeKind::kClassifier; }
-  static bool is_linear(OpNodeKind k) {
-    return k == OpNodeKind::kQkv || k == OpNodeKind::kAttnOut || k == OpNodeKind::kFfnIn || k == OpNodeKind::kFfnOut;
-  }
 
   // Starts a request over `tokens` rows whose layers are at most `attn_width` (heads x head
   // dimension) and `ffn_width` wide. @pre no request in flight.
@@ -174,7 +181,6 @@ class MappedNodeRunner {
     require(in.seq_offsets.empty() ? tokens_ == 0 : in.seq_offsets.back() == tokens_,
             "mapped forward: the request's rows changed between batches");
     if (tokens_ == 0) return;
-    in_ = in;
     for (const std::size_t n : nodes) {
       require(n < g_.size() && n >= next_, "mapped forward: nodes must be ascending graph indices");
       next_ = n + 1;
@@ -211,7 +217,7 @@ class MappedNodeRunner {
         p.enqueue(WaitCall{&events_[latest_[qi] - 1], request_, g_.nodes[n].name.c_str()});
         seen = latest_[qi];
       }
-      enqueue_node(n, p);
+      enqueue_node(n, in, p);
       if (signal_[n]) p.enqueue(SignalCall{&events_[n], request_, g_.nodes[n].name.c_str()});
     }
     for (std::size_t i = 0; i < procs_.size(); ++i) {
@@ -289,17 +295,17 @@ class MappedNodeRunner {
     }
   };
 
-  void enqueue_node(std::size_t n, const Collect& p) {
+  void enqueue_node(std::size_t n, const MappedNodeInputs& in, const Collect& p) {
     const OpNode& node = g_.nodes[n];
-    const std::size_t d = in_.hidden, T = tokens_;
-    float* x = in_.x;
+    const std::size_t d = in.hidden, T = tokens_;
+    float* x = in.x;
     const NumberFormat f = m_.format[n];
     if (node.kind == OpNodeKind::kEmbedding) {
-      require(in_.embed_gamma != nullptr && in_.embed_beta != nullptr, "mapped forward: no embedding LayerNorm given");
-      p.enqueue(LayerNormCall{x, 0, T, d, d, in_.embed_gamma, in_.embed_beta, in_.layer_norm_eps, norm_format_of(f)});
+      require(in.embed_gamma != nullptr && in.embed_beta != nullptr, "mapped forward: no embedding LayerNorm given");
+      p.enqueue(LayerNormCall{x, 0, T, d, d, in.embed_gamma, in.embed_beta, in.layer_norm_eps, norm_format_of(f)});
       return;
     }
-    const LayerView<LinearView>& v = *in_.views[node.layer];
+    const LayerView<LinearView>& v = *in.views[node.layer];
     // Q/K/V rows [T x 3da]: Q, then K, then V (the kv weight's rows are K's, then V's).
     const std::size_t da = v.attn_width(), ff = v.ffn_width();
     LinearCall call;
@@ -329,7 +335,7 @@ class MappedNodeRunner {
         AttentionCall a;
         a.qkv = qkv_.data();
         a.ld_qkv = 3 * da;
-        a.seq_offsets = in_.seq_offsets;
+        a.seq_offsets = in.seq_offsets;
         a.heads = std::span<const std::uint16_t>(&heads_[node.slot - 1], 1);
         a.heads_total = v.heads;
         a.head_dim = v.head_dim;
@@ -360,7 +366,7 @@ class MappedNodeRunner {
       case OpNodeKind::kLayerNorm: {
         const bool first = g_.nodes[n - 1].kind == OpNodeKind::kAttnOut;  // ln1 follows attn_out
         p.enqueue(LayerNormCall{x, 0, T, d, d, first ? v.ln1_gamma : v.ln2_gamma, first ? v.ln1_beta : v.ln2_beta,
-                                in_.layer_norm_eps, norm_format_of(f)});
+                                in.layer_norm_eps, norm_format_of(f)});
         return;
       }
       case OpNodeKind::kFfnIn: {
@@ -392,9 +398,8 @@ class MappedNodeRunner {
   std::vector<Processor*> procs_;
   std::vector<std::uint16_t> heads_;
   std::unique_ptr<ProcessorEvent[]> events_;                 // one per node: reached by its processor's queue
-  std::unique_ptr<ProcessorEvent[]> done_;                   // one per processor: the end of a run
+  std::unique_ptr<ProcessorEvent[]> done_;                   // one per processor: the end of a request
   std::vector<bool> signal_;                                 // node n has a consumer on another processor
-  MappedNodeInputs in_;                                      // the current batch's
   std::size_t tokens_ = 0, attn_width_ = 0, ffn_width_ = 0;  // the request's (begin())
   bool in_flight_ = false;
   std::size_t next_ = 0;                    // 1 + the last node enqueued in the request

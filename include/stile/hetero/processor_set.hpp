@@ -85,10 +85,7 @@ inline ProcessorSet open_mapping_processors(const std::vector<std::string>& name
       bool have = false;
       LinearFormat format = LinearFormat::kF32;
       for (std::size_t n = 0; n < g.size(); ++n) {
-        const OpNodeKind k = g.nodes[n].kind;
-        const bool linear = k == OpNodeKind::kQkv || k == OpNodeKind::kAttnOut || k == OpNodeKind::kFfnIn ||
-                            k == OpNodeKind::kFfnOut;
-        if (!linear || m.processor[n] != i) continue;
+        if (!is_linear(g.nodes[n].kind) || m.processor[n] != i) continue;
         const LinearFormat f = linear_format_of(m.format[n]);
         if (have && f != format) {
           fail(concat("an OpenCL device takes one linear format; its nodes have ", to_string(format), " and ",

@@ -9,6 +9,7 @@
 // layer it sees: a few hundred calls on each processor, longer on a slow device).
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,8 +46,9 @@ class SplitLayerCompute final : public LayerCompute {
     p0.linear.fill(proc_[0]->format());
     p1.linear.fill(proc_[1]->format());
     p0.ops = p1.ops = ops_;
-    const std::array<const LayerView<LinearView>*, 2> view{&layers_.get(config, shape, shards, resident, p0),
-                                                           &layers_.get(config, shape, shards, resident, p1)};
+    const std::uint64_t versions = ConvertedShardLayers::versions_key(shape, shards);
+    const std::array<const LayerView<LinearView>*, 2> view{&layers_.get(config, shape, shards, resident, p0, versions),
+                                                           &layers_.get(config, shape, shards, resident, p1, versions)};
     SplitPlan plan = SplitPlan::uniform(1.0, ops_);
     if (fallen_back_) {
       // Processor 1 failed a request: everything on processor 0 from then on.

@@ -72,6 +72,11 @@ inline bool parse_number_format(std::string_view name, NumberFormat& out) {
   return false;
 }
 
+// Whether a node kind is a linear layer (a GEMM over weights: its format is its weights').
+inline bool is_linear(OpNodeKind k) {
+  return k == OpNodeKind::kQkv || k == OpNodeKind::kAttnOut || k == OpNodeKind::kFfnIn || k == OpNodeKind::kFfnOut;
+}
+
 // The formats a node kind can run in (first: fp32, the reference).
 inline std::vector<NumberFormat> formats_of(OpNodeKind k) {
   using F = NumberFormat;
