@@ -5,6 +5,9 @@
 //
 //   profile minilm.stile
 //   profile minilm.stile --storage emmc --threads 4 --out odroid.profile.json
+//   profile minilm.stile --mapping mapping.json --out minilm.mapping.profile.json
+//       (T_comp as run --mapping computes: each layer's operators on the mapping's processors and
+//        in its formats; run --mapping --target-ms plans right with this profile only)
 //
 // Exit status: 0 ok, 1 runtime error (bad store, unreadable file, unwritable output), 2 usage error.
 #include <algorithm>
@@ -26,16 +29,20 @@
 #include "stile/calibrate/device_profiler.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/hetero/mapped_layer_compute.hpp"
+#include "stile/hetero/processor_set.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/plan/mapping_file.hpp"
 
 int main(int argc, char** argv) {
   stile::ProfileOptions options;
   std::optional<std::filesystem::path> out;
   stile::ReadBackendOptions backend_options;
   std::size_t threads = 0;
+  std::filesystem::path mapping_path;
   stile_cli::Parser cli("profile", "[options] STORE",
                         "Measures how long this device takes to read one shard version of the shard store STORE at "
                         "each bitwidth, and to compute one layer from m shards at each bitwidth and sequence length, "
@@ -49,8 +56,15 @@ int main(int argc, char** argv) {
   cli.flag("--lengths", "LIST", "token-length buckets (clamped to the model's max_position_embeddings)",
            options.lengths)
       .at_least(1);
+  cli.flag("--mapping", "FILE",
+           "time each layer as run --mapping runs this operator-to-processor mapping file (its processors, "
+           "cores and formats; one request of every layer, divided by the layers) instead of the CPU engine's layer",
+           mapping_path);
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
+  if (!mapping_path.empty() && threads != 0) {
+    cli.fail("--mapping names each processor's cores: it goes without --threads");
+  }
   const std::filesystem::path store_path = positional[0];
   if (!out) out = stile_cli::sidecar_path(store_path, stile_cli::Sidecar::profile);
 
@@ -67,6 +81,20 @@ int main(int argc, char** argv) {
       options.pool = own_pool.get();
     }
 
+    // A mapping: its processors (kept alive through the measurement) behind a mapped layer.
+    stile::ProcessorSet processors;
+    std::unique_ptr<stile::MappedLayerCompute> mapped;
+    if (!mapping_path.empty()) {
+      const stile::OpMappingFile mapping = stile::OpMappingFile::load(mapping_path);
+      const stile::BertConfig& config = store.config();
+      stile::check_mapping_shape(mapping, config, mapping_path.string());
+      processors = stile::open_mapping_processors(mapping.processors, stile::op_graph_of(config), mapping.mapping,
+                                                  mapping_path.string());
+      mapped = std::make_unique<stile::MappedLayerCompute>(config, mapping.mapping, processors.pointers());
+      options.compute = mapped.get();
+      options.compute_name = mapping.layer_compute_name();
+    }
+
     stile::ProgressBar bar("profiling");
     const stile::DeviceProfile p = stile::measure_device_profile(store, *backend, options, &bar);
     p.save(*out);
@@ -75,6 +103,10 @@ int main(int argc, char** argv) {
     fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers, p.shards_per_layer,
                m.value("threads", 0), m.value("simd_target", std::string("?")), m.value("cpu", std::string("?")));
     fmt::print("reads: {}\n", backend->describe());
+    fmt::print("layers: {}\n", mapped ? mapping_path.string() + ": " + p.layer_compute() +
+                                            " (T_comp: one request of "
+                                            "every layer on layer 0's shards, divided by the layers)"
+                                      : std::string("the CPU engine's layer"));
 
     fmt::print("\nT_io: one shard version\n{:>5} {:>12} {:>10} {:>10}\n", "bits", "bytes", "ms", "MB/s");
     for (std::size_t b = 0; b < p.bits.size(); ++b) {

@@ -1,6 +1,6 @@
 // run: the elastic engine from the command line. Opens a shard store (tools/convert) with a
 // device profile (tools/profile), runs each text as a request, cold (first request on an empty
-// preload buffer) and then warm (the preload buffer filled by the cold run), and prints the
+// preload buffer) and then warm (the preload buffer filled by the cold run; --warm N: N times), and prints the
 // embedding, the class (with the heads of tools/train_heads), the plan and a timeline summary.
 //
 //   run minilm.stile "a charming and moving film"
@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   bool split_auto = false;
   std::string split_profile_path, processor_trace;
   std::filesystem::path mapping_path;
+  std::size_t warm_requests = 1;
   stile_cli::Parser cli("run", "[options] STORE TEXT...",
                         "Runs every TEXT through the elastic engine on the shard store STORE, cold then warm, and "
                         "prints the sentence embedding's first values and norm, its SST-2 class (when there are "
@@ -187,6 +188,7 @@ int main(int argc, char** argv) {
            [&](std::string_view v) { layers = stile_cli::parse_whole(v, "--layers"); });
   cli.flag("--shards", "M", "with --bits: the first M shards of each layer (default all)",
            [&](std::string_view v) { shards = stile_cli::parse_whole(v, "--shards"); });
+  cli.flag("--warm", "N", "warm requests per text after the cold one (default 1)", warm_requests).at_least(1);
   cli.toggle("--load-then-execute", "read every layer before computing (the baseline), not pipelined",
              [&] { options.mode = stile::PipelineMode::load_then_execute; });
   cli.flag("--trace", "FILE", "write the last request's timeline as Chrome trace JSON", trace);
@@ -391,11 +393,23 @@ int main(int argc, char** argv) {
     }
     fmt::print("profile  {}\n",
                profile_path ? profile_path->string() : std::string("none (no latency target possible)"));
-    if (mapping && profile_path && options.target_ms > 0 && !bits) {
-      // The planner costs each layer with the profile's compute times, measured on the engine's own
-      // CPU layer: the mapped layer's times differ (faster on held weights, slower on a slow device).
-      fmt::print("note     the profile's compute times are the CPU engine's, not the mapping's: the plans for the "
-                 "target assume those\n");
+    if (profile && options.target_ms > 0 && !bits && (mapping || clusters.empty())) {
+      // The planner costs each layer with the profile's compute times: right only for the layer
+      // compute the profile timed (a mapped layer is faster on held weights, slower on a slow device).
+      const std::string timed = profile->layer_compute();
+      const std::string runs = mapping ? mapping->layer_compute_name() : std::string(stile::kCpuLayerCompute);
+      const auto said = [](const std::string& compute) {
+        return compute == stile::kCpuLayerCompute ? std::string("the CPU engine's layer") : compute;
+      };
+      if (timed == runs) {
+        if (mapping) fmt::print("         compute times measured on this mapping ({})\n", timed);
+      } else {
+        fmt::print(
+            "note     the profile's compute times are of {}, not of {}: the plans for the target assume "
+            "those ({})\n",
+            said(timed), said(runs),
+            mapping ? "profile --mapping times the mapping's" : "profile without --mapping times the CPU engine's");
+      }
     }
     fmt::print("shards   {}\n",
                importance_path ? "by importance, " + importance_path->string() : std::string("in shard order"));
@@ -421,8 +435,9 @@ int main(int argc, char** argv) {
       const stile::Encoding tokens = fresh.tokenizer().encode(positional[i]);
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
       std::string previous_note;
-      for (const char* label : {"cold", "warm"}) {
-        const bool traced = !processor_trace.empty() && i + 1 == positional.size() && label[0] == 'w';
+      for (std::size_t request = 0; request <= warm_requests; ++request) {
+        const char* label = request == 0 ? "cold" : "warm";
+        const bool traced = !processor_trace.empty() && i + 1 == positional.size() && request == warm_requests;
         for (auto& c : clusters) c->set_trace(traced ? &lanes : nullptr);
         try {
           last = fixed ? fresh.run(tokens, *fixed) : fresh.run(tokens);

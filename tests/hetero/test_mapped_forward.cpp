@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "stile/calibrate/device_profiler.hpp"
 #include "stile/calibrate/request_cost_profiler.hpp"
 #include "stile/calibrate/traced_op_profiler.hpp"
 #include "stile/hetero/cpu_cluster.hpp"
@@ -21,6 +22,7 @@
 #include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
 #include "stile/io/fault_injection.hpp"
+#include "stile/io/read_backend.hpp"
 #include "stile/model/bert_model.hpp"
 #include "support/converted_store.hpp"
 #include "support/error_of.hpp"
@@ -446,4 +448,45 @@ TEST_CASE("behind the engine, a read failing while mapped layers run fails that 
   CHECK_THAT(error_of([&] { engine.run(e, plan); }), Contains("Input/output error"));
   REQUIRE(faults->log().size() == 1);
   CHECK(engine.run(e, plan).embedding == first);
+}
+
+TEST_CASE("a device profile timed on a mapping runs the mapped layer for every cell, and records the mapping") {
+  const stile::OpGraph& g = mapped_graph();
+  TwoClusters p;
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    m.processor[n] = static_cast<std::uint8_t>(n % 2);
+    if (stile::is_linear(g.nodes[n].kind)) m.format[n] = NumberFormat::kInt8;
+  }
+  const stile::ShardStore store = stile::ShardStore::open(mapped_store().store);
+  stile::ReadBackendOptions backend_options;
+  backend_options.kind = stile::ReadBackendKind::pread;
+  const std::unique_ptr<stile::ReadBackend> backend = stile::open_read_backend(mapped_store().store, backend_options);
+  stile::MappedLayerCompute compute(store.config(), m, p.both());
+  stile::ProfileOptions options;
+  options.lengths = {8};
+  options.repeats = 1;
+  options.compute = &compute;
+  options.compute_name = "mapping under test";
+  const stile::DeviceProfile profile = stile::measure_device_profile(store, *backend, options, nullptr);
+  CHECK(profile.layer_compute() == "mapping under test");
+  REQUIRE(profile.compute_ms.size() == store.bits().size());
+  for (const auto* table : {&profile.compute_ms, &profile.compute_after_read_ms}) {
+    for (const auto& per_length : *table) {
+      for (const double ms : per_length.at(0)) {
+        CHECK(std::isfinite(ms));
+        CHECK(ms > 0);
+      }
+    }
+  }
+  // It ran the mapping: the layers it timed were converted into the nodes' int8 and kept.
+  CHECK(compute.converted_bytes() > 0);
+
+  // A processor failing under the profiler fails the measurement by name.
+  FailingProcessor flaky(p.b);
+  stile::MappedLayerCompute failing(store.config(), m, {&p.a, &flaky});
+  options.compute = &failing;
+  flaky.arm();
+  CHECK_THAT(error_of([&] { (void)stile::measure_device_profile(store, *backend, options, nullptr); }),
+             Contains("processor 'cpu:b'"));
 }

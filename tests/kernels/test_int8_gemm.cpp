@@ -139,6 +139,36 @@ TEST_CASE("quantize_int8 stores the range of the target's kernel", "[int8]") {
   });
 }
 
+TEST_CASE("quantize_int8 rounds half to even as std::nearbyint, ties and odd shapes included", "[int8]") {
+  // Row n's largest |w| is qmax * 2^-6, so its scale is 2^-6 and w / scale = t + 0.5 exactly: every
+  // weight but the maximum is a tie, positive and negative. Odd N and K (K % 4 != 0: the last
+  // k-group is partial).
+  for (const std::int32_t qmax : {127, 63}) {
+    const stile::Int8Packing packing{.nr = 8, .weight_max = qmax};
+    const std::size_t N = 11, K = 37;
+    std::vector<float> w(N * K);
+    for (std::size_t n = 0; n < N; ++n) {
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto t = static_cast<std::int32_t>((n * K + k) % std::size_t(2 * qmax)) - qmax;  // -qmax .. qmax - 1
+        w[n * K + k] = (static_cast<float>(t) + 0.5f) * 0x1p-6f;
+      }
+      w[n * K + n % K] = static_cast<float>(n % 2 ? -qmax : qmax) * 0x1p-6f;
+    }
+    const auto q = stile::quantize_int8(w.data(), N, K, K, stile::Int8Scheme::kSymmetricPerChannel, "ties", packing);
+    for (std::size_t n = 0; n < N; ++n) {
+      REQUIRE(q.view.scales[n] == 0x1p-6f);
+      std::int32_t sum = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto want = static_cast<std::int32_t>(std::nearbyint(w[n * K + k] * 64.0f));
+        INFO("qmax " << qmax << ", row " << n << ", column " << k);
+        CHECK(q.view.stored(n, k) == want);
+        sum += want;
+      }
+      CHECK(q.view.col_sums[n] == sum);
+    }
+  }
+}
+
 // The scalar definition of the activation quantization (rounding half to even).
 void quantize_ref(const float* x, std::size_t K, float lo, float hi, std::int32_t qmax, float& scale,
                   std::int32_t& zp, std::vector<std::uint8_t>* q) {
@@ -425,6 +455,12 @@ TEST_CASE("int8 weights: scales and zero points are validated, naming the tensor
   for (const auto scheme : {stile::Int8Scheme::kSymmetricPerChannel, stile::Int8Scheme::kAsymmetricPerTensor}) {
     CHECK(throws_with([&] { (void)stile::quantize_int8(wf.data(), 4, 8, 8, scheme, "attn.out"); }, "attn.out", "nan"));
   }
+  // -Inf too, at the row's last column: the error names the weight, whatever the row's maximum.
+  wf[5] = 0.25f;
+  wf[15] = -std::numeric_limits<float>::infinity();
+  CHECK(throws_with(
+      [&] { (void)stile::quantize_int8(wf.data(), 4, 8, 8, stile::Int8Scheme::kSymmetricPerChannel, "attn.out"); },
+      "weight [1][7]", "inf"));
   std::vector<float> tiny(4 * 8, 1e-40f);  // its scale would be subnormal
   CHECK(throws_with(
       [&] { (void)stile::quantize_int8(tiny.data(), 4, 8, 8, stile::Int8Scheme::kSymmetricPerChannel, "emb"); }, "emb",

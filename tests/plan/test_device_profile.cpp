@@ -4,6 +4,7 @@
 // structure only (timings on a shared machine prove nothing about each other).
 #include "stile/plan/device_profile.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -11,7 +12,9 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -331,6 +334,7 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
   CHECK(m["store_bytes"] == store.file_size());
   CHECK(m["read_backend"] == backend->describe());
   CHECK(m["date"].get<std::string>().size() == 20);  // 2024-01-02T03:04:05Z
+  CHECK(p.layer_compute() == stile::kCpuLayerCompute);
 
   // What it measured survives the file, and lookups work on it.
   TempDir dir("measured");
@@ -370,4 +374,88 @@ TEST_CASE("device profile: length buckets are clamped to the position table; bad
   options.lengths = {16};
   CHECK_THAT(error_of([&] { (void)stile::measure_device_profile(store, *other, options, nullptr); }),
              Contains("tiny.stile") && Contains("the backend must read the store's own file"));
+}
+
+namespace {
+
+// A layer compute that records how the profiler drives it, computes nothing, and sleeps in
+// finish(): the time a request waits for its layers.
+class RecordingCompute final : public stile::LayerCompute {
+ public:
+  static constexpr int kFinishMs = 4;
+  std::vector<std::size_t> layers, shards, tokens;  // per run() call
+  std::size_t finishes = 0;
+  std::size_t throw_at_call = std::size_t(-1);  // run() call index that throws
+
+  void run(const stile::BertConfig&, std::size_t layer, const stile::ShardShape&,
+           std::span<const stile::ShardView> views, const stile::LayerResidentView&, float*,
+           std::span<const std::size_t> seq_offsets) override {
+    if (layers.size() == throw_at_call) throw stile::Error("recording compute: failing on purpose");
+    layers.push_back(layer);
+    shards.push_back(views.size());
+    tokens.push_back(seq_offsets.back());
+  }
+  void finish() override {
+    ++finishes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kFinishMs));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("device profile: another layer compute is timed over requests of every layer, and named",
+          "[plan][device_profile]") {
+  const stile::ShardStore store = stile::ShardStore::open(tiny_store().store);
+  stile::ReadBackendOptions backend_options;
+  backend_options.kind = stile::ReadBackendKind::pread;
+  const std::unique_ptr<stile::ReadBackend> backend = stile::open_read_backend(tiny_store().store, backend_options);
+  RecordingCompute compute;
+  stile::ProfileOptions options;
+  options.lengths = {16, 32};
+  options.repeats = 1;
+  options.compute = &compute;
+  options.compute_name = "mapping 0123 on cpu:0";
+  const DeviceProfile p = stile::measure_device_profile(store, *backend, options, nullptr);
+
+  const std::size_t M = store.shards_per_layer(), N = store.num_layers(), B = store.bits().size();
+  // T_comp and T_comp', each bitwidth, length and m: repeats + 1 requests of layers 0..N-1.
+  const std::size_t requests = 2 * B * 2 * M * (options.repeats + 1);
+  REQUIRE(compute.layers.size() == requests * N);
+  CHECK(compute.finishes == requests);
+  for (std::size_t r = 0; r < requests; ++r) {
+    INFO("request " << r);
+    for (std::size_t l = 0; l < N; ++l) {
+      CHECK(compute.layers[r * N + l] == l);
+      CHECK(compute.shards[r * N + l] == compute.shards[r * N]);  // one request, one set of shards
+    }
+  }
+  // m runs 1..M within each length, the length within each bitwidth.
+  CHECK(compute.shards[0] == 1);
+  CHECK(compute.shards[(options.repeats + 1) * N] == 2);
+  CHECK(compute.tokens[0] == 16);
+  CHECK(compute.tokens[M * (options.repeats + 1) * N] == 32);
+  // finish() is inside the timed region: each layer's share of the request's wait at least.
+  for (const auto* table : {&p.compute_ms, &p.compute_after_read_ms}) {
+    for (const auto& per_length : *table) {
+      for (const auto& per_m : per_length) {
+        for (const double ms : per_m) CHECK(ms >= RecordingCompute::kFinishMs / double(N));
+      }
+    }
+  }
+  CHECK(p.machine["layer_compute"] == options.compute_name);
+  TempDir dir("mapped");
+  p.save(dir.path / "tiny.profile.json");
+  CHECK(DeviceProfile::load(dir.path / "tiny.profile.json").layer_compute() == options.compute_name);
+
+  // A layer that throws fails the measurement, and the request is still finished.
+  RecordingCompute failing;
+  failing.throw_at_call = 1;
+  options.compute = &failing;
+  CHECK_THAT(error_of([&] { (void)stile::measure_device_profile(store, *backend, options, nullptr); }),
+             Contains("failing on purpose"));
+  CHECK(failing.finishes == 1);
+  // A compute must be named: the profile records what it timed.
+  options.compute_name.clear();
+  CHECK_THAT(error_of([&] { (void)stile::measure_device_profile(store, *backend, options, nullptr); }),
+             Contains("needs a name"));
 }

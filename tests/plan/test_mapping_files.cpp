@@ -112,6 +112,18 @@ TEST_CASE("op mapping file: round trip and bad files refused") {
   CHECK(back.mapping.processor == m.mapping.processor);
   CHECK(back.mapping.format == m.mapping.format);
   CHECK(back.single_processor() == static_cast<std::size_t>(-1));
+  // The name a device profile records for it: the same for the same mapping, whatever its notes;
+  // another for any node moved or in another format.
+  CHECK(back.layer_compute_name() == m.layer_compute_name());
+  CHECK_THAT(m.layer_compute_name(), Contains("mapping ") && Contains(" on cpu:0,cpu:1"));
+  stile::OpMappingFile other = m;
+  other.predicted = {{"latency_us", 1.0}};
+  CHECK(other.layer_compute_name() == m.layer_compute_name());
+  other.mapping.format[1] = other.mapping.format[1] == NumberFormat::kF32 ? NumberFormat::kInt8 : NumberFormat::kF32;
+  CHECK(other.layer_compute_name() != m.layer_compute_name());
+  other = m;
+  other.mapping.processor[2] ^= 1;
+  CHECK(other.layer_compute_name() != m.layer_compute_name());
   const nlohmann::json good = m.to_json();
   auto refused = [](const nlohmann::json& j) { return error_of([&] { stile::OpMappingFile::from_json(j, "m.json"); }); };
   nlohmann::json j = good;

@@ -9,6 +9,11 @@
 //   T_comp(l,m,k)  ms to compute one encoder layer from m shards at k bits on one sequence of l
 //                  tokens (decode included: the GEMMs decode the shards' bytes as they go); the
 //                  median of R runs after one warm-up, on layer 0's shards 0..m-1, back to back.
+//                  With ProfileOptions::compute (a layer compute other than the CPU engine's, such
+//                  as an operator mapping's: hetero/mapped_layer_compute.hpp), a run is one request
+//                  of every layer index on those shards, as the engine issues it (run() per layer,
+//                  then finish()), divided by the layer count: a compute that overlaps layers or
+//                  gives each layer its own formats is costed as the engine will run it.
 //   T_comp'(l,m,k) the same, each run right after reading those shards through the backend into
 //                  one buffer, as the pipeline computes a layer that waited for its read: the
 //                  kernel threads idle through the read (on a VM or a board, an idle core's
@@ -26,6 +31,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +49,7 @@
 #include "stile/io/read_backend.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/ops/encoder_layer.hpp"
+#include "stile/ops/layer_compute.hpp"
 #include "stile/ops/sharded_layer.hpp"
 #include "stile/pipeline/layer_reader.hpp"
 #include "stile/plan/device_profile.hpp"
@@ -56,6 +63,11 @@ struct ProfileOptions {
   std::size_t repeats = 5;                                 // timed runs per (bits, length, m), after one warm-up run
   ThreadPool* pool = nullptr;                              // null: the default pool
   std::string storage_name = "none";                       // the storage profile the backend emulates, for the record
+  // The layer compute to time (null: the CPU engine's layer on `pool`), and what to record it as
+  // in the profile's machine["layer_compute"] (DeviceProfile::layer_compute: the engine's
+  // "cpu" when null). It must take every layer index of the store.
+  LayerCompute* compute = nullptr;
+  std::string compute_name;
 };
 
 namespace device_profiler_detail {
@@ -152,6 +164,8 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   ThreadPool& pool = options.pool != nullptr ? *options.pool : default_thread_pool();
   require(options.repeats >= 1, "measure_device_profile: repeats must be at least 1");
   require(!options.lengths.empty(), "measure_device_profile: no length buckets given");
+  require(options.compute == nullptr || !options.compute_name.empty(),
+          "measure_device_profile: a layer compute needs a name to record");
   if (backend.file_size() != store.file_size()) {
     d::fail(name, "the read backend's file is ", backend.file_size(), " bytes, the store is ", store.file_size(),
             " (the backend must read the store's own file)");
@@ -215,15 +229,31 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   }
 
   // T_comp and T_comp': for each length and m the median of `repeats` runs of the untiled layer
-  // on layer 0's shards 0..m-1 (after a warm-up run that also sizes the workspace). The input is
-  // restored before every run (the layer works in place) and the run's views made, outside the
-  // timed region.
+  // on layer 0's shards 0..m-1 (after a warm-up run that also sizes the workspace, or converts
+  // what options.compute keeps between requests). The input is restored before every run (the
+  // layer works in place) and the run's views made, outside the timed region.
   const LayerResident r = store.read_resident(0);  // resident_view(r) points into it
   const LayerResidentView resident = resident_view(r);
   EncoderWorkspace ws;
   std::vector<std::vector<float>> inputs;
   for (const std::size_t l : p.lengths) inputs.push_back(d::random_hidden(l, c.hidden, 0x5717e + l));
   std::vector<float> hidden;
+  // One request of options.compute: every layer index on the same shards, then finish() (also
+  // when a layer throws: the compute may still hold calls on x).
+  const auto run_request = [&](std::span<const ShardView> views, float* x, std::span<const std::size_t> offsets) {
+    try {
+      for (std::size_t layer = 0; layer < N; ++layer) {
+        options.compute->run(c, layer, store.shard_shape(), views, resident, x, offsets);
+      }
+    } catch (...) {
+      try {
+        options.compute->finish();
+      } catch (...) {  // the first failure is the one to report
+      }
+      throw;
+    }
+    options.compute->finish();
+  };
   // One bitwidth's table [length index][m - 1]; views_of_run(m) gives each run's m shards.
   const auto time_table = [&](const auto& views_of_run) {
     std::vector<std::vector<double>> per_length;
@@ -234,11 +264,16 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
         std::vector<double> ms;
         for (std::size_t run = 0; run <= options.repeats; ++run) {
           const std::vector<ShardView> views = views_of_run(m);
-          const ShardedLayer layer(store.shard_shape(), views, resident);
+          std::optional<ShardedLayer> layer;
+          if (options.compute == nullptr) layer.emplace(store.shard_shape(), views, resident);
           hidden = inputs[i];
           const Clock::time_point start = Clock::now();
-          layer.run(c, hidden.data(), offsets, ws, pool);
-          if (run > 0) ms.push_back(d::ms_since(start));
+          if (layer) {
+            layer->run(c, hidden.data(), offsets, ws, pool);
+          } else {
+            run_request(views, hidden.data(), offsets);
+          }
+          if (run > 0) ms.push_back(d::ms_since(start) / (layer ? 1.0 : static_cast<double>(N)));
         }
         per_m.push_back(d::median(std::move(ms)));
         step();
@@ -280,6 +315,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   }
 
   std::uintmax_t store_bytes = store.file_size();
+  const std::string layer_compute = options.compute == nullptr ? std::string(kCpuLayerCompute) : options.compute_name;
   p.machine = nlohmann::json{{"cpu", d::cpu_model()},
                              {"cores", std::thread::hardware_concurrency()},
                              {"threads", pool.num_threads()},
@@ -292,7 +328,8 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
                              {"store", std::filesystem::path(name).filename().string()},
                              {"store_bytes", store_bytes},
                              {"date", d::utc_now_iso8601()},
-                             {"repeats", options.repeats}};
+                             {"repeats", options.repeats},
+                             {"layer_compute", layer_compute}};
   return p;
 }
 

@@ -56,6 +56,9 @@ namespace stile {
 inline constexpr std::string_view kDeviceProfileFormatName = "stile-device-profile";
 inline constexpr std::uint64_t kDeviceProfileVersion = 1;
 
+// DeviceProfile::layer_compute of a profile timed on the CPU engine's own layer.
+inline constexpr std::string_view kCpuLayerCompute = "cpu";
+
 struct DeviceProfile {
   nlohmann::json machine = nlohmann::json::object();  // what it was measured on (see the top)
   std::vector<unsigned> bits;                         // the store's bitwidths, increasing
@@ -66,6 +69,15 @@ struct DeviceProfile {
   std::vector<std::vector<std::vector<double>>> compute_ms;  // [bits index][length index][m - 1]
   // The same after the layer's read (T_comp'); empty: not measured (compute_ms serves for both).
   std::vector<std::vector<std::vector<double>>> compute_after_read_ms;
+
+  // Which layer compute the T_comp tables timed (machine["layer_compute"], written by
+  // calibrate/device_profiler.hpp): kCpuLayerCompute for the engine's own CPU layer (also a
+  // profile from before the key), else the name the profiler was given, such as an operator
+  // mapping's (tools/profile --mapping). Plans are right only for the compute the profile timed.
+  std::string layer_compute() const {
+    const auto it = machine.find("layer_compute");
+    return it != machine.end() && it->is_string() ? it->get<std::string>() : std::string(kCpuLayerCompute);
+  }
 
   // T_io at `bits`; a bitwidth the profile lacks is an Error.
   double io_ms_at(unsigned bits_wanted) const { return io_ms.at(bits_index(bits_wanted)); }

@@ -17,8 +17,10 @@
 // processors need the processor runtime (hetero/).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +53,28 @@ struct OpMappingFile {
       if (p != mapping.processor.front()) return static_cast<std::size_t>(-1);
     }
     return mapping.processor.front();
+  }
+
+  // What a device profile timed on this mapping records as its layer compute
+  // (DeviceProfile::layer_compute): "mapping <hash> on <processors>", the hash (FNV-1a, 64 bits)
+  // over the processors and every node's processor and format, so the same mapping in another
+  // file, or with other "predicted" notes, has the same name and any change of a node another.
+  std::string layer_compute_name() const {
+    std::uint64_t h = 1469598103934665603ull;
+    const auto mix = [&](std::string_view bytes) {
+      for (const char b : bytes) h = (h ^ static_cast<unsigned char>(b)) * 1099511628211ull;
+      h = (h ^ 0xffu) * 1099511628211ull;  // a separator: ("ab", "c") differs from ("a", "bc")
+    };
+    for (const std::string& p : processors) mix(p);
+    for (std::size_t n = 0; n < mapping.processor.size(); ++n) {
+      mix(processors.at(mapping.processor[n]));
+      mix(to_string(mapping.format[n]));
+    }
+    std::string joined;
+    for (const std::string& p : processors) joined += (joined.empty() ? "" : ",") + p;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return concat("mapping ", hex, " on ", joined);
   }
 
   nlohmann::json to_json() const {
