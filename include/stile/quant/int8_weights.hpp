@@ -145,8 +145,12 @@ inline void validate(const Int8Matrix& w, std::string_view tensor_name) {
 // conversion. Adding 1.5 * 2^23 leaves no fraction bits, so that addition rounds x (ties to
 // even: the magic number is even) and the subtraction is exact.
 inline float round_half_even_small(float x) {
+#if defined(__FAST_MATH__)
+  return std::nearbyint(x);  // -ffast-math may fold (x + kMagic) - kMagic into x
+#else
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   return (x + kMagic) - kMagic;
+#endif
 }
 
 // Zeroed storage for `panels` panels of nr outputs by Kp (padded) inputs: the packed bytes, and
