@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "stile/core/fnv1a.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
@@ -32,13 +33,13 @@ class ConvertedShardLayers {
 
   // What tells a layer's chosen shard versions apart: their bitwidths and biases, hashed.
   static std::uint64_t versions_key(const ShardShape& shape, std::span<const ShardView> shards) {
-    std::uint64_t key = 1469598103934665603ull;
+    std::uint64_t key = kFnv1aOffset;
     for (const ShardView& s : shards) {
-      key = fnv(key, &s.bits, sizeof s.bits);
+      key = fnv1a(key, &s.bits, sizeof s.bits);
       for (const float* b : {s.query_bias, s.key_bias, s.value_bias}) {
-        key = fnv(key, b, shape.attn_rows * sizeof(float));
+        key = fnv1a(key, b, shape.attn_rows * sizeof(float));
       }
-      key = fnv(key, s.ffn_in_bias, shape.ffn_rows * sizeof(float));
+      key = fnv1a(key, s.ffn_in_bias, shape.ffn_rows * sizeof(float));
     }
     return key;
   }
@@ -83,12 +84,6 @@ class ConvertedShardLayers {
     std::vector<float> q_bias, kv_bias, ffn_in_bias, resident;  // resident: the six d-vectors
     LayerView<LinearView> view;
   };
-
-  static std::uint64_t fnv(std::uint64_t h, const void* data, std::size_t bytes) {
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-  }
 
   // W [rows x cols] row-major from its panel layout (kernels/gemm.hpp: data[(n / nr) * K * nr +
   // k * nr + n % nr]).

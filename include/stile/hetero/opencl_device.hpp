@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "stile/core/fnv1a.hpp"
 #include "stile/hetero/opencl_kernels.hpp"
 #include "stile/hetero/processor_trace.hpp"
 #endif
@@ -304,11 +305,8 @@ class OpenClDevice final : public Processor {
   // address is not taken for it: its shape and format, the int8 scales and zero point (one per
   // channel), or a strided sample of the fp16 / fp32 values.
   static std::uint64_t fingerprint(const LinearView& w) {
-    std::uint64_t h = 1469598103934665603ull;
-    const auto mix = [&](const void* p, std::size_t bytes) {
-      const auto* b = static_cast<const unsigned char*>(p);
-      for (std::size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    };
+    std::uint64_t h = kFnv1aOffset;
+    const auto mix = [&](const void* p, std::size_t bytes) { h = fnv1a(h, p, bytes); };
     const std::size_t shape[3] = {w.rows(), w.cols(), static_cast<std::size_t>(w.format)};
     mix(shape, sizeof shape);
     if (w.format == LinearFormat::kInt8) {

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/error.hpp"
+#include "stile/core/fnv1a.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
@@ -60,10 +61,10 @@ struct OpMappingFile {
   // over the processors and every node's processor and format, so the same mapping in another
   // file, or with other "predicted" notes, has the same name and any change of a node another.
   std::string layer_compute_name() const {
-    std::uint64_t h = 1469598103934665603ull;
+    std::uint64_t h = kFnv1aOffset;
     const auto mix = [&](std::string_view bytes) {
-      for (const char b : bytes) h = (h ^ static_cast<unsigned char>(b)) * 1099511628211ull;
-      h = (h ^ 0xffu) * 1099511628211ull;  // a separator: ("ab", "c") differs from ("a", "bc")
+      constexpr unsigned char kSeparator = 0xff;  // ("ab", "c") differs from ("a", "bc")
+      h = fnv1a(fnv1a(h, bytes.data(), bytes.size()), &kSeparator, 1);
     };
     for (const std::string& p : processors) mix(p);
     for (std::size_t n = 0; n < mapping.processor.size(); ++n) {
