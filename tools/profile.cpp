@@ -36,6 +36,7 @@
 #include "stile/io/storage_emulator.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/mapping_file.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
 
 int main(int argc, char** argv) {
   stile::ProfileOptions options;
@@ -113,6 +114,16 @@ int main(int argc, char** argv) {
       const double mbps = p.io_ms[b] > 0 ? p.shard_bytes[b] / (p.io_ms[b] * 1e-3) / 1e6 : 0.0;
       fmt::print("{:>5} {:>12.0f} {:>10.3f} {:>10.1f}\n", p.bits[b], p.shard_bytes[b], p.io_ms[b], mbps);
     }
+    fmt::print("\nT_io,layer: a layer's {} versions as the engine reads them\n{:>5} {:>12} {:>9} {:>10} {:>10}\n",
+               p.shards_per_layer, "bits", "bytes", "requests", "ms", "MB/s");
+    for (std::size_t b = 0; b < p.layer_io_ms.size(); ++b) {
+      const double mbps = p.layer_io_ms[b] > 0 ? p.layer_bytes[b] / (p.layer_io_ms[b] * 1e-3) / 1e6 : 0.0;
+      fmt::print("{:>5} {:>12.0f} {:>9.0f} {:>10.3f} {:>10.1f}\n", p.bits[b], p.layer_bytes[b], p.layer_requests[b],
+                 p.layer_io_ms[b], mbps);
+    }
+    const stile::ReadCostLine line = stile::read_cost_line(p);
+    fmt::print("read cost line (the planner's): {:.3f} ms per request + {:.1f} MB/s\n", line.latency_ms,
+               line.ms_per_byte > 0 ? 1e-3 / line.ms_per_byte : 0.0);
 
     // m = 1, M/2 and M: the ends and the middle of the planner's range.
     const std::size_t M = p.shards_per_layer;

@@ -451,14 +451,20 @@ int main(int argc, char** argv) {
         if (label == std::string_view("cold") || last.plan_note != previous_note) {
           fmt::print("  plan  {}{}\n", plan_summary(last.plan), label == std::string_view("cold") ? "" : " (warm)");
           if (!last.plan_note.empty()) fmt::print("        {}\n", last.plan_note);
+          if (options.reprofile) {
+            fmt::print("        reprofiled: the profile's IO x {:.2f}, compute x {:.2f}\n", last.io_scale,
+                       last.compute_scale);
+          }
         }
         previous_note = last.plan_note;
         print_result(label, last, heads ? &*heads : nullptr, verbose);
         if (last.deadline_missed) fmt::print("        deadline missed: {}\n", last.deadline_note);
         if (split != nullptr) fmt::print("        split p {:.3f} (last layer)\n", split->last_p());
         if (mapped != nullptr) {
-          fmt::print("        converted layers held {:.2f} MB (each layer's shards in its nodes' formats)\n",
-                     static_cast<double>(mapped->converted_bytes()) / 1e6);
+          fmt::print(
+              "        converted layers held {:.2f} MB (each layer's shards in its nodes' formats); converting took "
+              "{:.2f} ms of this request's compute\n",
+              static_cast<double>(mapped->converted_bytes()) / 1e6, last.timeline.conversion_ms());
         }
       }
     }

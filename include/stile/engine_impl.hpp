@@ -438,7 +438,9 @@ class EngineCore {
     // the last layer's job waits for them (its compute span holds the wait), and a request that
     // fails before that waits here, so that nothing writes `hidden` after the request.
     jobs.compute = [&](std::size_t l, std::size_t slot) {
+      const double converted = compute_->conversion_ms();
       compute_->run(c, l, store_.shard_shape(), views[slot], residents_.layer(l), hidden.data(), packed.offsets);
+      timeline.layers[l].convert_ms = compute_->conversion_ms() - converted;
       if (l + 1 == n) compute_->finish();
     };
     struct FinishCompute {

@@ -381,6 +381,41 @@ TEST_CASE("an all-fp32 mapping behind the engine gives the default engine's embe
   }
 }
 
+TEST_CASE("behind the engine, a request that converts its layers records the conversion per layer") {
+  const stile::Encoding e = stile_test::tiny_tokens(9);
+  TwoClusters p;
+  const stile::OpGraph& g = mapped_graph();
+  stile::OpMapping m = stile::OpMapping::uniform(g.size(), 0);
+  for (std::size_t n = 0; n < g.size(); ++n) {
+    m.processor[n] = static_cast<std::uint8_t>(n % 2);
+    if (stile::is_linear(g.nodes[n].kind)) m.format[n] = NumberFormat::kInt8;
+  }
+  stile::Engine engine(mapped_store().store);
+  auto compute = std::make_unique<stile::MappedLayerCompute>(engine.store().config(), m, p.both());
+  const stile::MappedLayerCompute& mapped = *compute;
+  engine.set_layer_compute(std::move(compute));
+  const auto converted_per_layer = [](const stile::Timeline& t) {
+    std::vector<double> ms;
+    for (const stile::LayerTimes& l : t.layers) ms.push_back(l.convert_ms);
+    return ms;
+  };
+  // First request at 4 bits: both layers converted, within their compute spans.
+  const stile::Timeline first = engine.run(e, stile::SubmodelPlan::uniform(2, 4, 4)).timeline;
+  REQUIRE(first.layers.size() == 2);
+  for (const stile::LayerTimes& l : first.layers) {
+    CHECK(l.convert_ms > 0);
+    CHECK(l.convert_ms <= l.compute_end_ms - l.compute_start_ms);
+  }
+  CHECK(first.conversion_ms() == Approx(mapped.conversion_ms()));
+  // The same versions again: nothing converted. Other bitwidths: converted again.
+  const stile::Timeline again = engine.run(e, stile::SubmodelPlan::uniform(2, 4, 4)).timeline;
+  CHECK(converted_per_layer(again) == std::vector<double>{0.0, 0.0});
+  const double before = mapped.conversion_ms();
+  const stile::Timeline other = engine.run(e, stile::SubmodelPlan::uniform(2, 3, 32)).timeline;
+  for (const stile::LayerTimes& l : other.layers) CHECK(l.convert_ms > 0);
+  CHECK(mapped.conversion_ms() == Approx(before + other.conversion_ms()));
+}
+
 TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 32 bits, one processor's when spread") {
   const stile::Encoding e = stile_test::tiny_tokens(12);
   const std::filesystem::path model = mapped_store().dir.path;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "for_each_target.hpp"
@@ -119,6 +120,45 @@ TEST_CASE("pack_weights_f16 refuses weights fp16 cannot hold, naming the tensor"
   CHECK(packed.bytes() == packed.storage.size() * 2);
   packed.view.nr *= 2;
   CHECK_THROWS_WITH(stile::gemm(4, A.data(), 5, packed.view, C.data(), 3), Catch::Contains("panel width"));
+}
+
+TEST_CASE("pack_weights_f16 from packed fp32 equals it from the dense weights, on every target", "[fp16]") {
+  // Every kind of value: normal halves with ties both ways, subnormal halves, values that round to
+  // zero, the largest half and the carries into the exponent; odd shapes so the last panel pads.
+  std::mt19937 rng(2024);
+  std::uniform_int_distribution<std::uint32_t> bits(0x30000000u, 0x477FE000u);  // 2^-31 .. 65504
+  const std::vector<float> special{0.0f,        -0.0f,       65504.0f,    -65504.0f,  0x1p-14f,
+                                   0x1p-24f,    0x1p-25f,    0x1.8p-25f,  0x1.002p0f, 0x1.006p0f,
+                                   0x1.ffep-1f, 0x1.fffp-1f, 0x1.ffcp15f, 6e-8f,      -3e-5f};
+  stile_test::for_each_target([&] {
+    for (const auto& [N, K] : {std::pair<std::size_t, std::size_t>{1, 1}, {5, 3}, {37, 53}, {67, 129}}) {
+      std::vector<float> W(N * K);
+      for (std::size_t i = 0; i < W.size(); ++i) {
+        const float x = std::bit_cast<float>(bits(rng));
+        W[i] = i < special.size() ? special[i] : (i % 2 ? -x : x);
+      }
+      const stile::PackedWeightsF16 dense = stile::pack_weights_f16(stile::DenseF32(W.data(), N, K), "w");
+      const stile::PackedWeights f32 = stile::pack_weights(stile::DenseF32(W.data(), N, K));
+      const stile::PackedWeightsF16 packed = stile::pack_weights_f16(f32.view, "w");
+      INFO("N=" << N << " K=" << K);
+      REQUIRE(packed.storage.size() == dense.storage.size());
+      CHECK(std::equal(packed.storage.data(), packed.storage.data() + packed.storage.size(), dense.storage.data()));
+      CHECK(packed.view.rows() == N);
+      CHECK(packed.view.cols() == K);
+      CHECK(packed.view.nr == dense.view.nr);
+    }
+    // A weight fp16 cannot hold is refused as from the dense weights: the tensor, its row and column.
+    std::vector<float> W(7 * 5, 0.25f);
+    for (const float bad :
+         {65505.0f, -70000.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      W[6 * 5 + 3] = bad;
+      const stile::PackedWeights f32 = stile::pack_weights(stile::DenseF32(W.data(), 7, 5));
+      CHECK_THROWS_WITH(stile::pack_weights_f16(f32.view, "layer.2.ffn_in"),
+                        Catch::Contains("layer.2.ffn_in") && Catch::Contains("row 6") && Catch::Contains("column 3"));
+    }
+    W[6 * 5 + 3] = 65504.0f;
+    CHECK_NOTHROW(stile::pack_weights_f16(stile::pack_weights(stile::DenseF32(W.data(), 7, 5)).view, "ok"));
+  });
 }
 
 namespace {

@@ -2,7 +2,8 @@
 // slower than its profile says (here a layer compute that sleeps 8 ms a layer on top of the real
 // one, as a CPU shared with a busy app would be), the engine's measured-to-profiled ratio rises and
 // it re-plans smaller; without reprofile it keeps planning from the quiet profile. The sleeps
-// bound the times from below, so the outcome does not depend on the machine's speed. And the
+// bound the times from below, so the outcome does not depend on the machine's speed. The same
+// sleep reported as a conversion (weights kept for later requests) does not count. And the
 // tracker's median ignores a single late read.
 #include <catch2/catch.hpp>
 
@@ -48,6 +49,39 @@ class BusyCompute final : public stile::LayerCompute {
   stile::Arena arena_;
 };
 
+// The CPU layer after an 8 ms "conversion" reported through conversion_ms(): a layer compute
+// that converts its weights on every request (a plan that keeps changing), as a mapped layer does
+// on the first request of each version.
+class ConvertingCompute final : public stile::LayerCompute {
+ public:
+  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape,
+           std::span<const stile::ShardView> shards, const stile::LayerResidentView& resident, float* x,
+           std::span<const std::size_t> seq_offsets) override {
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    converted_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    stile::CpuLayerCompute(pool_, {}, workspace_, arena_).run(config, layer, shape, shards, resident, x, seq_offsets);
+  }
+  double conversion_ms() const override { return converted_ms_; }
+
+ private:
+  stile::ThreadPool pool_{1};
+  stile::EncoderWorkspace workspace_;
+  stile::Arena arena_;
+  double converted_ms_ = 0;
+};
+
+// An engine on the tiny store with its profile, a 12 ms target, one thread, and `compute`.
+std::unique_ptr<stile::Engine> engine_with(std::unique_ptr<stile::LayerCompute> compute, bool reprofile) {
+  stile::EngineOptions o;
+  o.threads = 1;
+  o.target_ms = 12;
+  o.reprofile = reprofile;
+  auto engine = std::make_unique<stile::Engine>(store().store, o, stile_test::tiny_profile(store().store));
+  engine->set_layer_compute(std::move(compute));
+  return engine;
+}
+
 std::size_t shards_of(const stile::SubmodelPlan& p) {
   std::size_t n = 0;
   for (const auto& layer : p.layers) n += layer.size();
@@ -60,17 +94,12 @@ TEST_CASE("with reprofile, a device slower than its profile gets smaller plans",
   const stile::Encoding e = stile_test::tiny_tokens(10, 4);
   for (const bool reprofile : {false, true}) {
     INFO((reprofile ? "reprofile" : "fixed profile"));
-    stile::EngineOptions o;
-    o.threads = 1;
-    o.target_ms = 12;
-    o.reprofile = reprofile;
-    stile::Engine engine(store().store, o, stile_test::tiny_profile(store().store));
-    engine.set_layer_compute(std::make_unique<BusyCompute>());
-    const stile::EngineResult first = engine.run(e);
+    const std::unique_ptr<stile::Engine> engine = engine_with(std::make_unique<BusyCompute>(), reprofile);
+    const stile::EngineResult first = engine->run(e);
     INFO("first plan: " << first.plan_note);
     CHECK(first.compute_scale == 1);
     stile::EngineResult last;
-    for (int i = 0; i < 20; ++i) last = engine.run(e);
+    for (int i = 0; i < 20; ++i) last = engine->run(e);
     INFO("last plan: " << last.plan_note << "; scale " << last.compute_scale);
     if (reprofile) {
       // At least 8 ms of compute a layer against the profile's 0.8 ms (4 shards at 4 bits).
@@ -82,6 +111,20 @@ TEST_CASE("with reprofile, a device slower than its profile gets smaller plans",
       CHECK(last.plan.layers == first.plan.layers);
     }
   }
+}
+
+TEST_CASE("with reprofile, weights converted for later requests are not taken for slow compute",
+          "[engine][reprofile]") {
+  // The same 8 ms a layer as BusyCompute above (which drives the compute scale past 2), but
+  // reported as conversion: the engine records it per layer and the tracker leaves it out.
+  const stile::Encoding e = stile_test::tiny_tokens(10, 4);
+  const std::unique_ptr<stile::Engine> engine = engine_with(std::make_unique<ConvertingCompute>(), true);
+  stile::EngineResult last;
+  for (int i = 0; i < 20; ++i) last = engine->run(e);
+  INFO("last plan: " << last.plan_note << "; scale " << last.compute_scale);
+  REQUIRE_FALSE(last.timeline.layers.empty());
+  for (const stile::LayerTimes& l : last.timeline.layers) CHECK(l.convert_ms >= 8);
+  CHECK(last.compute_scale <= 1);
 }
 
 TEST_CASE("the load tracker's median ignores one late read and follows a lasting change", "[reprofile]") {

@@ -5,13 +5,16 @@
 // answer the lookups its users make. Anything else (a crash, a sanitizer report, another exception
 // escaping) is a bug. Seeds: tests/plan/fuzz_seeds/ (a measured MiniLM profile, a two-head file,
 // a MiniLM importance profile, small variants).
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
 #include "stile/model/heads_file.hpp"
 #include "stile/plan/device_profile.hpp"
+#include "stile/plan/pipeline_estimate.hpp"
 #include "stile/plan/importance.hpp"
 
 namespace {
@@ -40,6 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           (void)p.compute_after_read_ms_at(bits, tokens, m);
         }
       }
+    }
+    // The read cost line fits whatever the numbers are, and its estimates stay numbers >= 0.
+    const stile::ReadCostLine line = stile::read_cost_line(p);
+    if (!(line.latency_ms >= 0) || !(line.ms_per_byte >= 0) || !(stile::estimated_row_read_ms(p) < HUGE_VAL)) {
+      std::abort();
     }
     (void)p.to_json().dump();
   });

@@ -24,6 +24,7 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/calibrate/device_profiler.hpp"
+#include "stile/pipeline/layer_reader.hpp"
 #include "support/converted_store.hpp"
 #include "support/error_of.hpp"
 #include "support/random_bert.hpp"
@@ -149,6 +150,22 @@ TEST_CASE("device profile: save and load round trip, no temporary file left", "[
   const DeviceProfile s = DeviceProfile::load(path);
   CHECK(s.compute_after_read_ms == r.compute_after_read_ms);
   CHECK(s.to_json() == r.to_json());
+  CHECK_THAT(text, !Contains("layer_io_ms"));
+  // With layer reads: written after shard_bytes, read back bit for bit.
+  r.layer_io_ms = {1.0 / 3.0, 2.5, 12.0};
+  r.layer_bytes = {4000.0, 8000.0, 64000.0};
+  r.layer_requests = {1, 2, 4};
+  r.save(path);
+  const DeviceProfile with_layers = DeviceProfile::load(path);
+  CHECK(with_layers.layer_io_ms == r.layer_io_ms);
+  CHECK(with_layers.layer_bytes == r.layer_bytes);
+  CHECK(with_layers.layer_requests == r.layer_requests);
+  CHECK(with_layers.to_json() == r.to_json());
+  {
+    std::ifstream again(path);
+    const std::string t((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    CHECK_THAT(t, Contains("\n  \"shard_bytes\": [1000.0,2000.0,16000.0],\n  \"layer_io_ms\": ["));
+  }
   // Saving again replaces the file; nothing but the profile is in the directory.
   p.save(path);
   std::size_t files = 0;
@@ -217,6 +234,41 @@ TEST_CASE("device profile: from_json refuses every kind of bad profile, naming t
     CHECK_THAT(error_with([](auto& j) { j["num_layers"] = -1; }),
                names_file && Contains("\"num_layers\" must be a whole number"));
     CHECK_THAT(error_with([](auto& j) { j["io_ms"] = 0.5; }), names_file && Contains("\"io_ms\" must be an array"));
+  }
+  SECTION("layer reads: all three keys or none, one entry per bitwidth, whole requests") {
+    const auto with_layers = [](nlohmann::json& j) {
+      j["layer_io_ms"] = {1.0, 2.0, 8.0};
+      j["layer_bytes"] = {4000.0, 8000.0, 64000.0};
+      j["layer_requests"] = {1, 1, 2};
+    };
+    nlohmann::json j = good;
+    with_layers(j);
+    CHECK(DeviceProfile::from_json(j, file).layer_requests == std::vector<double>{1, 1, 2});
+    for (const char* key : {"layer_io_ms", "layer_bytes", "layer_requests"}) {
+      INFO(key);
+      CHECK_THAT(error_with([&](auto& k) {
+                   with_layers(k);
+                   k.erase(key);
+                 }),
+                 names_file && Contains("come together (some are missing)"));
+    }
+    CHECK_THAT(error_with([&](auto& k) {
+                 with_layers(k);
+                 k["layer_bytes"].erase(0);
+               }),
+               names_file && Contains("\"layer_bytes\" has 2 entries, expected 3 (one per bitwidth)"));
+    CHECK_THAT(error_with([&](auto& k) {
+                 with_layers(k);
+                 k["layer_io_ms"][2] = -1.0;
+               }),
+               names_file && Contains("\"layer_io_ms\"[2] must be a finite number >= 0"));
+    for (const double bad : {0.0, 1.5}) {
+      CHECK_THAT(error_with([&](auto& k) {
+                   with_layers(k);
+                   k["layer_requests"][1] = bad;
+                 }),
+                 names_file && Contains("\"layer_requests\"[1] = ") && Contains("is not a whole number of requests"));
+    }
   }
   SECTION("values that are negative, NaN, infinite or not numbers") {
     CHECK_THAT(error_with([](auto& j) { j["io_ms"][1] = -0.5; }),
@@ -319,6 +371,21 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
   }
   // Fewer bits, fewer bytes.
   for (std::size_t b = 1; b < p.bits.size(); ++b) CHECK(p.shard_bytes[b] > p.shard_bytes[b - 1]);
+  // Layer reads: every layer's M versions, as the layer reader issues them.
+  REQUIRE(p.layer_io_ms.size() == p.bits.size());
+  REQUIRE(p.layer_bytes.size() == p.bits.size());
+  REQUIRE(p.layer_requests.size() == p.bits.size());
+  for (std::size_t b = 0; b < p.bits.size(); ++b) {
+    INFO("bits " << p.bits[b]);
+    CHECK(std::isfinite(p.layer_io_ms[b]));
+    CHECK(p.layer_io_ms[b] > 0);
+    CHECK(p.layer_bytes[b] == Approx(p.shard_bytes[b] * double(M)));
+    std::vector<stile::ShardChoice> versions;
+    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, p.bits[b]});
+    const std::size_t runs = stile::layout_layer_read(store, 0, versions, backend->alignment()).runs.size();
+    CHECK(runs >= 1);
+    CHECK(p.layer_requests[b] == double(runs));
+  }
 
   const nlohmann::json& m = p.machine;
   for (const char* key : {"cpu", "cores", "threads", "simd_target", "compiler", "read_backend", "storage", "emulated",

@@ -21,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include "stile/plan/baselines.hpp"
+#include "stile/plan/load_tracker.hpp"
 
 using Catch::Contains;
 using stile::DeviceProfile;
@@ -470,6 +471,67 @@ TEST_CASE("planner: a layer IO model where versions read together pay one latenc
   const std::set<ShardKey> preloaded{{0, 0, 4}, {0, 1, 4}};
   CHECK(stile::preload_head_start_ms(p, together.submodel, preloaded, merged) == Approx(17 - 9));
   CHECK(stile::accumulated_io_budgets(p, together.submodel, 128, preloaded, 0, merged)[0] == Approx(-9));
+}
+
+TEST_CASE("planner: layer reads in the profile give the read cost line its bandwidth", "[plan][planner]") {
+  // Storage at 1 ms per request + 0.01 ms per byte. Single versions of 200, 400, 3200 bytes at 2,
+  // 4, 32 bits; layers of 4 versions read in 2, 1 and 4 requests.
+  DeviceProfile p =
+      make_profile({2, 4, 32}, {3, 5, 33}, 1, 4, [](unsigned, std::size_t) { return 1.0; }, {128}, {200, 400, 3200});
+  p.layer_bytes = {800, 1600, 12800};
+  p.layer_requests = {2, 1, 4};
+  p.layer_io_ms = {2 + 8, 1 + 16, 4 + 128};
+  stile::ReadCostLine line = stile::read_cost_line(p);
+  CHECK(line.latency_ms == Approx(1));
+  CHECK(line.ms_per_byte == Approx(0.01));
+
+  // Single reads scattered as on fast storage, where latency dominates them (here the larger
+  // shards read faster than the smaller): alone they give a line 1.4x too fast per byte and a
+  // latency above the true one. The layer reads pull the bandwidth to theirs.
+  DeviceProfile fast = p;
+  fast.io_ms = {5, 4.5, 25};  // true: 3, 5, 33
+  fast.layer_io_ms.clear();
+  fast.layer_bytes.clear();
+  fast.layer_requests.clear();
+  const stile::ReadCostLine singles = stile::read_cost_line(fast);
+  CHECK(singles.ms_per_byte < 0.0075);
+  fast.layer_bytes = p.layer_bytes;
+  fast.layer_requests = p.layer_requests;
+  fast.layer_io_ms = p.layer_io_ms;
+  line = stile::read_cost_line(fast);
+  CHECK(line.ms_per_byte == Approx(0.01).epsilon(0.05));
+  CHECK(line.latency_ms <= 4.5);  // never above the cheapest single read
+
+  // The layer IO model charges a version its bytes on the line (not its single read less the
+  // latency, which for 4 bits would be 4.5 - latency).
+  const stile::LayerIoTime per_bitwidth = stile::layer_io_model(fast, [](std::size_t, std::span<const ShardChoice> v) {
+    std::set<unsigned> bits;
+    for (const ShardChoice& c : v) bits.insert(c.bits);
+    return bits.size();
+  });
+  const std::vector<ShardChoice> two_bitwidths{{0, 4}, {1, 4}, {2, 32}};
+  CHECK(per_bitwidth(0, two_bitwidths) == Approx(2 * line.latency_ms + (400 + 400 + 3200) * line.ms_per_byte));
+
+  // One bitwidth, every version its own request: bytes per request never change, so no latency
+  // can be told apart; the line goes through the origin (as without layer reads).
+  const DeviceProfile one = make_profile({4}, {5}, 1, 4, [](unsigned, std::size_t) { return 1.0; }, {128}, {400});
+  CHECK(stile::read_cost_line(one).latency_ms == 0);
+  CHECK(stile::read_cost_line(one).ms_per_byte == Approx(5.0 / 400));
+  DeviceProfile one_each = one;
+  one_each.layer_bytes = {1600};
+  one_each.layer_requests = {4};
+  one_each.layer_io_ms = {20};
+  CHECK(stile::read_cost_line(one_each).latency_ms == 0);
+  CHECK(stile::read_cost_line(one_each).ms_per_byte == Approx(5.0 / 400));
+  one_each.layer_requests = {1};  // read as one request: 1 ms + 0.01 ms per byte again
+  one_each.layer_io_ms = {17};
+  CHECK(stile::read_cost_line(one_each).latency_ms == Approx(1));
+  CHECK(stile::read_cost_line(one_each).ms_per_byte == Approx(0.01));
+
+  // The load tracker's scaling scales the layer reads with the single ones.
+  const DeviceProfile slower = stile::LoadTracker::scaled(p, {2, 1});
+  CHECK(stile::read_cost_line(slower).latency_ms == Approx(2));
+  CHECK(stile::read_cost_line(slower).ms_per_byte == Approx(0.02));
 }
 
 TEST_CASE("planner: the working-buffer slots: IO cannot run ahead of them", "[plan][planner]") {

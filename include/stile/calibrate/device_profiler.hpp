@@ -5,7 +5,13 @@
 //
 //   T_io(k)        ms to read one shard version at k bits through the engine's read backend (and
 //                  the storage emulator, when one wraps it): the median over every shard version
-//                  of every layer, one read call per version as the engine issues them.
+//                  of every layer, one read call per version.
+//   T_io,layer(k)  ms to read all of a layer's versions at k bits as the engine reads a layer
+//                  (pipeline/layer_reader.hpp: one request per contiguous run, into one buffer),
+//                  to the end of the read (the checksums after it are not timed): the median over
+//                  the layers, with the mean bytes and requests. The engine's reads are this size;
+//                  single shards alone would give the line of read costs (plan/pipeline_estimate.hpp)
+//                  a bandwidth that small requests, dominated by their latency, barely constrain.
 //   T_comp(l,m,k)  ms to compute one encoder layer from m shards at k bits on one sequence of l
 //                  tokens (decode included: the GEMMs decode the shards' bytes as they go); the
 //                  median of R runs after one warm-up, on layer 0's shards 0..m-1, back to back.
@@ -184,7 +190,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   p.lengths.erase(std::unique(p.lengths.begin(), p.lengths.end()), p.lengths.end());
 
   const std::size_t M = p.shards_per_layer, N = p.num_layers;
-  const std::size_t total_steps = p.bits.size() * (N * M + 2 * p.lengths.size() * M);
+  const std::size_t total_steps = p.bits.size() * (N * M + N + 2 * p.lengths.size() * M);
   std::size_t steps = 0;
   auto step = [&] {
     if (progress != nullptr) progress->update(++steps, total_steps);
@@ -226,6 +232,36 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
     }
     p.io_ms.push_back(d::median(std::move(ms)));
     p.shard_bytes.push_back(bytes / static_cast<double>(N * M));
+  }
+
+  // T_io,layer: every layer's M versions at k bits, through the engine's layer reader, into one
+  // buffer written before the first read (as the engine's working buffer, already in memory: a
+  // fresh one would add its page faults to the read).
+  const LayerReader reader(store, backend);
+  for (const unsigned bits : p.bits) {
+    std::vector<std::vector<ShardChoice>> layers(N);
+    std::size_t most = 0;
+    for (std::size_t l = 0; l < N; ++l) {
+      for (std::size_t s = 0; s < M; ++s) layers[l].push_back({s, bits});
+      most = std::max(most, reader.buffer_bytes(l, layers[l]));
+    }
+    AlignedBuffer<std::byte, kShardStoreAlign> layer_buffer(most);
+    std::fill(layer_buffer.span().begin(), layer_buffer.span().end(), std::byte{0});
+    std::vector<double> ms;
+    double bytes = 0, requests = 0;
+    for (std::size_t l = 0; l < N; ++l) {
+      const std::vector<ShardChoice>& versions = layers[l];
+      LayerTimes times;
+      const Clock::time_point start = Clock::now();
+      reader.read(l, versions, layer_buffer.span(), times, start);  // throws an Error naming the store
+      ms.push_back(times.read_end_ms);
+      for (const ShardChoice& v : versions) bytes += static_cast<double>(store.version_info(l, v.shard, bits).size);
+      requests += static_cast<double>(times.reads);
+      step();
+    }
+    p.layer_io_ms.push_back(d::median(std::move(ms)));
+    p.layer_bytes.push_back(bytes / static_cast<double>(N));
+    p.layer_requests.push_back(std::round(requests / static_cast<double>(N)));
   }
 
   // T_comp and T_comp': for each length and m the median of `repeats` runs of the untiled layer
@@ -298,7 +334,6 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   // T_comp': every run reads its versions first, through the backend (one request per contiguous
   // run of versions, checksums checked; a failed read throws an Error naming the store), then
   // computes on the views into the read buffer.
-  const LayerReader reader(store, backend);
   for (const unsigned bits : p.bits) {
     std::vector<ShardChoice> versions;
     for (std::size_t s = 0; s < M; ++s) versions.push_back({s, bits});

@@ -11,6 +11,7 @@
 // stays valid until `capacity` - 1 more conversions. Memory: each kept layer's converted weights.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -60,10 +61,15 @@ class ConvertedShardLayers {
       }
     }
     if (cache_.size() >= capacity_) cache_.pop_back();
+    const auto start = std::chrono::steady_clock::now();
     cache_.push_front(convert(c, shape, shards, resident, p));
+    conversion_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     cache_.front().versions = versions;
     return cache_.front().view;
   }
+
+  // Milliseconds spent converting, in get(), since this was made.
+  double conversion_ms() const noexcept { return conversion_ms_; }
 
   // Bytes held by the kept layers: their weights in their formats and their float vectors.
   std::size_t bytes() const noexcept {
@@ -124,8 +130,8 @@ class ConvertedShardLayers {
     static constexpr std::array<const char*, 5> kNames{"q", "kv", "attn_out", "ffn_in", "ffn_out"};
     // Decoded by the GEMM's own SIMD panel decoders (every weight its centroid or outlier, as the
     // scalar dequantize gives it, at a fraction of the time: a conversion is on the request's
-    // path whenever a plan picks shard versions not kept). fp32 is that; fp16 and int8 convert
-    // the decoded rows.
+    // path whenever a plan picks shard versions not kept). fp32 is that; fp16 rounds the decoded
+    // panels where they lie; int8 quantizes the decoded rows.
     std::vector<float> dense;
     for (std::size_t m = 0; m < 5; ++m) {
       const StackedDict& w = *mats[m];
@@ -134,6 +140,10 @@ class ConvertedShardLayers {
       if (format == LinearFormat::kF32) {
         out.w[m].format = format;
         out.w[m].f32 = std::move(packed);
+        continue;
+      }
+      if (format == LinearFormat::kF16) {
+        out.w[m] = LinearWeights::from(pack_weights_f16(packed.view, kNames[m]));
         continue;
       }
       dense.resize(w.rows() * w.cols());
@@ -157,6 +167,7 @@ class ConvertedShardLayers {
   }
 
   std::size_t capacity_;
+  double conversion_ms_ = 0;
   std::list<Converted> cache_;  // most recently used first
 };
 

@@ -78,6 +78,7 @@ class MappedLayerCompute final : public LayerCompute {
   }
 
   void finish() override { runner_.finish(); }
+  double conversion_ms() const override { return layers_.conversion_ms(); }
 
  private:
   MappedNodeRunner runner_;

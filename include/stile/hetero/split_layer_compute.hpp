@@ -83,6 +83,7 @@ class SplitLayerCompute final : public LayerCompute {
   }
   // True once processor 1 has failed: every layer since runs on processor 0 alone.
   bool fallen_back() const noexcept { return fallen_back_; }
+  double conversion_ms() const override { return layers_.conversion_ms(); }
 
  private:
   std::array<Processor*, 2> proc_;

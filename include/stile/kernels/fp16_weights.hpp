@@ -6,6 +6,7 @@
 //
 //   stile::PackedWeightsF16 w = stile::pack_weights_f16(stile::DenseF32(W, N, K), "layer.0.ffn1");
 //   stile::gemm(M, A, lda, w.view, C, ldc, stile::epilogue::BiasGelu{.bias = b});
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,16 @@ struct PackedWeightsF16 {
   std::size_t bytes() const noexcept { return storage.size() * sizeof(std::uint16_t); }
 };
 
+namespace fp16_weights_detail {
+
+[[noreturn]] inline void fail_unholdable(std::string_view tensor_name, float x, std::size_t n, std::size_t k) {
+  throw Error("stile: fp16 weights: " + (tensor_name.empty() ? std::string("a tensor") : std::string(tensor_name)) +
+              " has " + std::to_string(x) + " at row " + std::to_string(n) + ", column " + std::to_string(k) +
+              ", which fp16 cannot hold (|w| <= 65504, not NaN): keep this tensor in fp32");
+}
+
+}  // namespace fp16_weights_detail
+
 // Rounds W [rows x cols] (row stride ld) to fp16 (nearest, ties to even) and packs it for the
 // panel width of the current target, as pack_weights does for fp32: a GEMM on another target
 // (another panel width) refuses it. A weight a half cannot hold, |w| > 65504 or NaN, is an
@@ -38,13 +49,43 @@ PackedWeightsF16 pack_weights_f16(const DenseF32& w, std::string_view tensor_nam
   const std::size_t K = w.cols();
   PackedWeightsF16 out;
   pack_panels(w, nr, out.storage, [&](float x, std::size_t n, std::size_t k) {
-    if (!(x <= kHalfMax && x >= -kHalfMax)) {  // also NaN
-      throw Error("stile: fp16 weights: " + (tensor_name.empty() ? std::string("a tensor") : std::string(tensor_name)) +
-                  " has " + std::to_string(x) + " at row " + std::to_string(n) + ", column " + std::to_string(k) +
-                  ", which fp16 cannot hold (|w| <= 65504, not NaN): keep this tensor in fp32");
-    }
+    if (!(x <= kHalfMax && x >= -kHalfMax)) fp16_weights_detail::fail_unholdable(tensor_name, x, n, k);  // also NaN
     return float_to_half(x);
   });
+  out.view = PackedF16{out.storage.data(), w.rows(), K, nr};
+  return out;
+}
+
+// The same from fp32 weights already packed for this target (pack_weights, or a dictionary
+// codec's decode_to_packed): each weight rounded where it lies, no unpacking and repacking (the
+// mapped layer converts decoded shards this way on a request's path). Bit for bit what
+// pack_weights_f16 gives for the same dense weights; the padding past the last row stays zero.
+template <class Tiles = DefaultTiles>
+PackedWeightsF16 pack_weights_f16(const PackedF32& w, std::string_view tensor_name = {}) {
+  require(w.data != nullptr || w.rows() == 0 || w.cols() == 0, "pack_weights_f16: no weights");
+  const std::size_t nr = gemm_panel_width<Tiles>(), K = w.cols();
+  require(w.nr == nr, "pack_weights_f16: weights packed for another panel width than this target's");
+  const std::size_t size = (w.rows() + nr - 1) / nr * K * nr;
+  PackedWeightsF16 out;
+  out.storage.resize(size);
+  std::uint16_t* h = out.storage.data();
+  for (std::size_t i = 0; i < size; ++i) {
+    const float x = w.data[i];
+    const std::uint32_t ax = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
+    // Normal halves (2^-14 <= |x| <= 65504 = 0x477FE000), nearly every weight: float_to_half's
+    // rounding inline (a carry moves into the exponent; none passes 65504).
+    if (ax >= 0x38800000u && ax <= 0x477FE000u) {
+      const std::uint32_t rest = ax & 0x1FFFu, t = (ax >> 13) - (112u << 10);
+      const std::uint32_t up = rest > 0x1000u || (rest == 0x1000u && (t & 1u) != 0) ? 1u : 0u;
+      h[i] = static_cast<std::uint16_t>(((std::bit_cast<std::uint32_t>(x) >> 16) & 0x8000u) | (t + up));
+      continue;
+    }
+    if (!(x <= kHalfMax && x >= -kHalfMax)) {  // also NaN
+      const std::size_t within = i % (K * nr);
+      fp16_weights_detail::fail_unholdable(tensor_name, x, i / (K * nr) * nr + within % nr, within / nr);
+    }
+    h[i] = float_to_half(x);
+  }
   out.view = PackedF16{out.storage.data(), w.rows(), K, nr};
   return out;
 }

@@ -36,6 +36,12 @@ class LayerCompute {
   // Waits for every layer run() started; throws the first failure among them. Called after a
   // request's last layer, and before the request's buffers go, whether it failed or not.
   virtual void finish() {}
+  // Milliseconds run() has spent, since this was made, converting weights into formats that it
+  // keeps for later requests (a mapped or split layer's shard versions converted into its
+  // processors' formats: paid once per version, not per request). The engine records each
+  // layer's share (LayerTimes::convert_ms) and keeps it out of the compute it compares with the
+  // device profile, which times the converted layer.
+  virtual double conversion_ms() const { return 0; }
 };
 
 // The layer on the CPU thread pool, untiled (tiles {0, 0}: the workspace holds the layer's

@@ -62,6 +62,13 @@ struct LinearWeights {
     out.i8 = std::move(w);
     return out;
   }
+  // fp16 weights already packed (pack_weights_f16).
+  static LinearWeights from(PackedWeightsF16 w) {
+    LinearWeights out;
+    out.format = LinearFormat::kF16;
+    out.f16 = std::move(w);
+    return out;
+  }
 
   LinearView view() const noexcept {
     LinearView v;

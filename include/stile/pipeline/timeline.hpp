@@ -17,6 +17,7 @@ struct LayerTimes {
   double io_start_ms = 0, read_end_ms = 0, io_end_ms = 0;  // read: [io_start, read_end); verify: [read_end, io_end)
   double compute_start_ms = 0, compute_end_ms = 0;
   double stall_ms = 0;               // compute was free but this layer's shards were not in memory yet
+  double convert_ms = 0;             // of compute: weights converted and kept for later requests
   std::size_t shards_read = 0;       // shard versions read from storage by this request
   std::size_t shards_preloaded = 0;  // found in the preload buffer
   std::size_t reads = 0;             // read requests (one per contiguous run of versions)
@@ -42,6 +43,11 @@ struct Timeline {
   double compute_ms() const {
     double s = 0;
     for (const LayerTimes& l : layers) s += l.compute_end_ms - l.compute_start_ms;
+    return s;
+  }
+  double conversion_ms() const {
+    double s = 0;
+    for (const LayerTimes& l : layers) s += l.convert_ms;
     return s;
   }
   double io_ms() const {

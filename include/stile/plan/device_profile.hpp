@@ -4,6 +4,11 @@
 // guesses (ARCHITECTURE.md, "Data flow").
 //
 //   T_io(k)        ms to read one shard version at k bits
+//   T_io,layer(k)  ms to read every shard version of a layer at k bits as the engine reads a layer
+//                  (one request per contiguous run): the reads whose size the engine issues, so
+//                  that the read cost line (plan/pipeline_estimate.hpp) gets the storage's
+//                  bandwidth from large requests, not from single-shard reads that the per-request
+//                  latency dominates
 //   T_comp(l,m,k)  ms to compute one encoder layer from m shards at k bits on one sequence of l
 //                  tokens, layer after layer (threads awake, weights in cache)
 //   T_comp'(l,m,k) the same right after the layer's shards were read (the pipeline's common case on
@@ -24,6 +29,10 @@
 //     "bits": [2, 3, 4, 5, 6, 32],          the store's bitwidths, strictly increasing
 //     "io_ms": [...],                       [bits index]: median ms to read one shard version
 //     "shard_bytes": [...],                 [bits index]: mean bytes of one shard version
+//     "layer_io_ms": [...],                 optional, [bits index]: median ms to read a layer's
+//                                           versions at those bits (absent in older profiles)
+//     "layer_bytes": [...],                 with it: mean bytes of those reads
+//     "layer_requests": [...],              with it: requests per such read (whole, >= 1)
 //     "lengths": [16, 32, 64, 128, 256],    token-length buckets, strictly increasing, >= 1
 //     "shards_per_layer": M,                >= 1
 //     "num_layers": N,                      >= 1
@@ -36,6 +45,7 @@
 // Every number is finite and >= 0; counts and bitwidths are whole numbers. Unknown top-level keys
 // are refused (a misspelt key would otherwise be silently ignored); "machine" is only recorded.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -64,6 +74,9 @@ struct DeviceProfile {
   std::vector<unsigned> bits;                         // the store's bitwidths, increasing
   std::vector<double> io_ms;                          // [bits index]: median ms to read one shard version
   std::vector<double> shard_bytes;                    // [bits index]: mean bytes of one shard version
+  // T_io,layer: [bits index] median ms, mean bytes and requests of reading a layer's versions;
+  // all three empty when not measured (older profiles), else one entry per bitwidth each.
+  std::vector<double> layer_io_ms, layer_bytes, layer_requests;
   std::vector<std::size_t> lengths;                   // token-length buckets, increasing
   std::size_t shards_per_layer = 0, num_layers = 0;
   std::vector<std::vector<std::vector<double>>> compute_ms;  // [bits index][length index][m - 1]
@@ -81,6 +94,8 @@ struct DeviceProfile {
 
   // T_io at `bits`; a bitwidth the profile lacks is an Error.
   double io_ms_at(unsigned bits_wanted) const { return io_ms.at(bits_index(bits_wanted)); }
+  // Mean bytes of one shard version at `bits`; a bitwidth the profile lacks is an Error.
+  double shard_bytes_at(unsigned bits_wanted) const { return shard_bytes.at(bits_index(bits_wanted)); }
 
   // The smallest bucket >= tokens (the largest when tokens exceeds them all; tokens 0 -> the
   // first): a longer sequence never costs less than its bucket says, except past the largest.
@@ -106,6 +121,11 @@ struct DeviceProfile {
                      {"shards_per_layer", shards_per_layer},
                      {"num_layers", num_layers},
                      {"compute_ms", compute_ms}};
+    if (!layer_io_ms.empty()) {
+      j["layer_io_ms"] = layer_io_ms;
+      j["layer_bytes"] = layer_bytes;
+      j["layer_requests"] = layer_requests;
+    }
     if (!compute_after_read_ms.empty()) j["compute_after_read_ms"] = compute_after_read_ms;
     return j;
   }
@@ -166,8 +186,9 @@ inline std::string profile_text(const nlohmann::json& j) {
   std::string text = "{\n";
   for (const char* key : {"format", "version"}) text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
   text += concat("  \"machine\": ", machine, ",\n");
-  for (const char* key : {"bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer", "num_layers"}) {
-    text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
+  for (const char* key : {"bits", "io_ms", "shard_bytes", "layer_io_ms", "layer_bytes", "layer_requests", "lengths",
+                          "shards_per_layer", "num_layers"}) {
+    if (j.contains(key)) text += concat("  \"", key, "\": ", j.at(key).dump(), ",\n");
   }
   const auto table = [&](const char* key) {
     std::string t = concat("  \"", key, "\": [");
@@ -194,8 +215,8 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   constexpr std::string_view d = "device profile";
   if (!j.is_object()) json_fail(file, d, "must be a JSON object, got ", json_excerpt(j));
   json_only_keys(j,
-                 {"format", "version", "machine", "bits", "io_ms", "shard_bytes", "lengths", "shards_per_layer",
-                  "num_layers", "compute_ms", "compute_after_read_ms"},
+                 {"format", "version", "machine", "bits", "io_ms", "shard_bytes", "layer_io_ms", "layer_bytes",
+                  "layer_requests", "lengths", "shards_per_layer", "num_layers", "compute_ms", "compute_after_read_ms"},
                  d, file);
   json_check_format(j, kDeviceProfileFormatName, "a device profile", kDeviceProfileVersion, "", d, file);
   DeviceProfile p;
@@ -218,6 +239,23 @@ inline DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std
   p.io_ms = json_nonnegatives(json_member(j, "io_ms", d, file), nb, "\"io_ms\"", "one per bitwidth", d, file);
   p.shard_bytes =
       json_nonnegatives(json_member(j, "shard_bytes", d, file), nb, "\"shard_bytes\"", "one per bitwidth", d, file);
+  const bool has_layer_io = j.contains("layer_io_ms"), has_bytes = j.contains("layer_bytes"),
+             has_requests = j.contains("layer_requests");
+  if (has_layer_io != has_bytes || has_layer_io != has_requests) {
+    json_fail(file, d, "\"layer_io_ms\", \"layer_bytes\" and \"layer_requests\" come together (some are missing)");
+  }
+  if (has_layer_io) {
+    p.layer_io_ms = json_nonnegatives(j.at("layer_io_ms"), nb, "\"layer_io_ms\"", "one per bitwidth", d, file);
+    p.layer_bytes = json_nonnegatives(j.at("layer_bytes"), nb, "\"layer_bytes\"", "one per bitwidth", d, file);
+    p.layer_requests = json_nonnegatives(j.at("layer_requests"), nb, "\"layer_requests\"", "one per bitwidth", d, file);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const double r = p.layer_requests[b];
+      if (r < 1 || r > 1e9 || r != std::floor(r)) {
+        json_fail(file, d, "\"layer_requests\"[", b, "] = ", json_excerpt(j.at("layer_requests")[b]),
+                  " is not a whole number of requests >= 1");
+      }
+    }
+  }
   const auto read_table = [&](const char* key, std::vector<std::vector<std::vector<double>>>& out) {
     const std::string name = concat("\"", key, "\"");
     const nlohmann::json& compute = json_array_of(json_member(j, key, d, file), nb, name, "one per bitwidth", d, file);

@@ -35,7 +35,8 @@ class LoadTracker {
   // compute_ms, from the unscaled profile). IO is compared read by read: the profile's cost line
   // (latency per request + bytes / bandwidth) for the requests and bytes the layers really read.
   void observe(const DeviceProfile& base, const Timeline& t, double profiled_compute_ms) {
-    const double compute = t.compute_ms();
+    // A conversion kept for later requests is not the compute the profile timed.
+    const double compute = t.compute_ms() - t.conversion_ms();
     if (profiled_compute_ms > 0 && compute > 0) push(compute_, compute / profiled_compute_ms);
     const ReadCostLine line = read_cost_line(base);
     double read_ms = 0, estimated_ms = 0;
@@ -59,7 +60,9 @@ class LoadTracker {
 
   // `base` with its IO and compute times scaled.
   static DeviceProfile scaled(DeviceProfile base, const LoadScale& s) {
-    for (double& t : base.io_ms) t *= s.io;
+    for (auto* times : {&base.io_ms, &base.layer_io_ms}) {
+      for (double& t : *times) t *= s.io;
+    }
     for (auto* table : {&base.compute_ms, &base.compute_after_read_ms}) {
       for (auto& per_length : *table) {
         for (auto& per_m : per_length) {

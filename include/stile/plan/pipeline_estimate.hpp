@@ -89,8 +89,13 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
   return e;
 }
 
-// T_io is close to latency + bytes / bandwidth: a line through the profile's (shard bytes, T_io)
-// points. With one bitwidth only: its T_io scaled by size (no latency term).
+// A read costs about latency per request + bytes / bandwidth: a line fitted (least squares) to
+// the profile's reads. Without layer reads, the points are the single versions (T_io, one request
+// each: the line through them; with one bitwidth only, its T_io scaled by size, no latency term).
+// With them (T_io,layer: requests and bytes per layer read), those points join the fit, which then
+// takes the bandwidth from reads of the engine's size: single 40-600 KB reads on fast storage are
+// mostly latency, and their scatter can make a 6-bit version's transfer look cheaper than a 2-bit
+// one's (docs/results.md, "The read cost line from layer reads").
 struct ReadCostLine {
   double latency_ms = 0;  // per request
   double ms_per_byte = 0;
@@ -98,22 +103,28 @@ struct ReadCostLine {
 inline ReadCostLine read_cost_line(const DeviceProfile& p) {
   require(!p.bits.empty() && p.io_ms.size() == p.bits.size() && p.shard_bytes.size() == p.bits.size(),
           "row read estimate: the device profile has no IO times");
-  if (p.bits.size() == 1) return {0.0, p.io_ms[0] / std::max(1.0, p.shard_bytes[0])};
-  double mx = 0, my = 0;
+  const bool layers = !p.layer_io_ms.empty();
+  // Points (requests r, bytes x, ms y); minimize sum (y - r latency - x per_byte)^2.
+  double srr = 0, srx = 0, sxx = 0, sry = 0, sxy = 0;
+  const auto add = [&](double r, double x, double y) {
+    srr += r * r;
+    srx += r * x;
+    sxx += x * x;
+    sry += r * y;
+    sxy += x * y;
+  };
   for (std::size_t i = 0; i < p.bits.size(); ++i) {
-    mx += p.shard_bytes[i];
-    my += p.io_ms[i];
+    add(1.0, p.shard_bytes[i], p.io_ms[i]);
+    if (layers) add(p.layer_requests[i], p.layer_bytes[i], p.layer_io_ms[i]);
   }
-  mx /= static_cast<double>(p.bits.size());
-  my /= static_cast<double>(p.bits.size());
-  double sxy = 0, sxx = 0;
-  for (std::size_t i = 0; i < p.bits.size(); ++i) {
-    sxy += (p.shard_bytes[i] - mx) * (p.io_ms[i] - my);
-    sxx += (p.shard_bytes[i] - mx) * (p.shard_bytes[i] - mx);
-  }
-  const double per_byte = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+  // det = 0 when every point has the same bytes per request (one bitwidth, no layer reads that
+  // merge requests): bytes alone then, through the origin.
+  const double det = srr * sxx - srx * srx;
+  if (!(det > 1e-9 * srr * sxx)) return {0.0, sxy / std::max(sxx, 1.0)};
+  const double per_byte = std::max(0.0, (srr * sxy - srx * sry) / det);
   // Never more than the cheapest measured read: each version then keeps a transfer time >= 0.
-  const double latency = std::max(0.0, std::min(my - per_byte * mx, *std::min_element(p.io_ms.begin(), p.io_ms.end())));
+  const double latency =
+      std::max(0.0, std::min((sry - srx * per_byte) / srr, *std::min_element(p.io_ms.begin(), p.io_ms.end())));
   return {latency, per_byte};
 }
 
@@ -124,18 +135,21 @@ inline double estimated_row_read_ms(const DeviceProfile& p, double block_bytes =
 }
 
 // A store's layer IO model: `read_runs(layer, versions)` (ShardStore::read_runs, the engine's
-// requests) contiguous requests, each paying the profile's per-request latency once, and every
-// version its T_io less that latency (its transfer). With one request per version this is the
-// default sum exactly. Holds a copy of the profile (a few KB).
+// requests) contiguous requests, each paying the line's per-request latency once, and every
+// version its transfer: with layer reads in the profile, its mean bytes at its bitwidth on the
+// line; without, its T_io less the latency (with one request per version, the default sum
+// exactly). Holds a copy of the profile (a few KB).
 inline LayerIoTime layer_io_model(const DeviceProfile& profile,
                                   std::function<std::size_t(std::size_t, std::span<const ShardChoice>)> read_runs) {
-  const double latency = read_cost_line(profile).latency_ms;
-  return
-      [profile, latency, read_runs = std::move(read_runs)](std::size_t layer, std::span<const ShardChoice> versions) {
-        double t = static_cast<double>(read_runs(layer, versions)) * latency;
-        for (const ShardChoice& c : versions) t += profile.io_ms_at(c.bits) - latency;
-        return t;
-      };
+  const ReadCostLine line = read_cost_line(profile);
+  return [profile, line, read_runs = std::move(read_runs)](std::size_t layer, std::span<const ShardChoice> versions) {
+    double t = static_cast<double>(read_runs(layer, versions)) * line.latency_ms;
+    for (const ShardChoice& c : versions) {
+      t += profile.layer_io_ms.empty() ? profile.io_ms_at(c.bits) - line.latency_ms
+                                       : profile.shard_bytes_at(c.bits) * line.ms_per_byte;
+    }
+    return t;
+  };
 }
 
 }  // namespace stile
