@@ -1,7 +1,8 @@
 // run: the elastic engine from the command line. Opens a shard store (tools/convert) with a
 // device profile (tools/profile), runs each text as a request, cold (first request on an empty
-// preload buffer) and then warm (the preload buffer filled by the cold run; --warm N: N times), and prints the
-// embedding, the class (with the heads of tools/train_heads), the plan and a timeline summary.
+// preload buffer) and then warm (the preload buffer filled by the cold run; --warm N: N times), and
+// prints the embedding, the class (with the heads of tools/train_heads), the plan and a timeline
+// summary.
 //
 //   run minilm.stile "a charming and moving film"
 //   run --storage emmc --target-ms 40 --preload-kb 1024 --trace trace.json minilm.stile "text"
@@ -436,7 +437,8 @@ int main(int argc, char** argv) {
       fmt::print("\n\"{}\" ({} tokens)\n", positional[i], tokens.size());
       std::string previous_note;
       for (std::size_t request = 0; request <= warm_requests; ++request) {
-        const char* label = request == 0 ? "cold" : "warm";
+        const bool cold = request == 0;
+        const char* label = cold ? "cold" : "warm";
         const bool traced = !processor_trace.empty() && i + 1 == positional.size() && request == warm_requests;
         for (auto& c : clusters) c->set_trace(traced ? &lanes : nullptr);
         try {
@@ -448,8 +450,8 @@ int main(int argc, char** argv) {
           continue;
         }
         // The warm request may get another plan: its word rows may be cached (fewer reads first).
-        if (label == std::string_view("cold") || last.plan_note != previous_note) {
-          fmt::print("  plan  {}{}\n", plan_summary(last.plan), label == std::string_view("cold") ? "" : " (warm)");
+        if (cold || last.plan_note != previous_note) {
+          fmt::print("  plan  {}{}\n", plan_summary(last.plan), cold ? "" : " (warm)");
           if (!last.plan_note.empty()) fmt::print("        {}\n", last.plan_note);
           if (options.reprofile) {
             fmt::print("        reprofiled: the profile's IO x {:.2f}, compute x {:.2f}\n", last.io_scale,

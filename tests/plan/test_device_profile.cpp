@@ -348,6 +348,9 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
   REQUIRE(p.io_ms.size() == p.bits.size());
   REQUIRE(p.shard_bytes.size() == p.bits.size());
   REQUIRE(p.compute_ms.size() == p.bits.size());
+  REQUIRE(p.layer_io_ms.size() == p.bits.size());
+  REQUIRE(p.layer_bytes.size() == p.bits.size());
+  REQUIRE(p.layer_requests.size() == p.bits.size());
   for (std::size_t b = 0; b < p.bits.size(); ++b) {
     INFO("bits " << p.bits[b]);
     CHECK(std::isfinite(p.io_ms[b]));
@@ -357,6 +360,15 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
       for (std::size_t s = 0; s < M; ++s) bytes += double(store.version_info(l, s, p.bits[b]).size);
     }
     CHECK(p.shard_bytes[b] == Approx(bytes / double(N * M)));
+    // Layer reads: every layer's M versions, as the layer reader issues them.
+    CHECK(std::isfinite(p.layer_io_ms[b]));
+    CHECK(p.layer_io_ms[b] > 0);
+    CHECK(p.layer_bytes[b] == Approx(p.shard_bytes[b] * double(M)));
+    std::vector<stile::ShardChoice> versions;
+    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, p.bits[b]});
+    const std::size_t runs = stile::layout_layer_read(store, 0, versions, backend->alignment()).runs.size();
+    CHECK(runs >= 1);
+    CHECK(p.layer_requests[b] == double(runs));
     for (const auto* table : {&p.compute_ms, &p.compute_after_read_ms}) {  // T_comp and T_comp'
       REQUIRE(table->size() == p.bits.size());
       REQUIRE((*table)[b].size() == 2);
@@ -371,21 +383,6 @@ TEST_CASE("device profile: a real measurement of a tiny store has the right stru
   }
   // Fewer bits, fewer bytes.
   for (std::size_t b = 1; b < p.bits.size(); ++b) CHECK(p.shard_bytes[b] > p.shard_bytes[b - 1]);
-  // Layer reads: every layer's M versions, as the layer reader issues them.
-  REQUIRE(p.layer_io_ms.size() == p.bits.size());
-  REQUIRE(p.layer_bytes.size() == p.bits.size());
-  REQUIRE(p.layer_requests.size() == p.bits.size());
-  for (std::size_t b = 0; b < p.bits.size(); ++b) {
-    INFO("bits " << p.bits[b]);
-    CHECK(std::isfinite(p.layer_io_ms[b]));
-    CHECK(p.layer_io_ms[b] > 0);
-    CHECK(p.layer_bytes[b] == Approx(p.shard_bytes[b] * double(M)));
-    std::vector<stile::ShardChoice> versions;
-    for (std::size_t s = 0; s < M; ++s) versions.push_back({s, p.bits[b]});
-    const std::size_t runs = stile::layout_layer_read(store, 0, versions, backend->alignment()).runs.size();
-    CHECK(runs >= 1);
-    CHECK(p.layer_requests[b] == double(runs));
-  }
 
   const nlohmann::json& m = p.machine;
   for (const char* key : {"cpu", "cores", "threads", "simd_target", "compiler", "read_backend", "storage", "emulated",

@@ -109,6 +109,21 @@ class ConvertedShardLayers {
     }
   }
 
+  // One decoded matrix in `format`: fp32 as decoded, fp16 rounded where it lies, int8 quantized
+  // from its rows (unpacked into `rows`, scratch kept across calls).
+  static LinearWeights in_format(PackedWeights decoded, LinearFormat format, const char* name,
+                                 std::vector<float>& rows) {
+    switch (format) {
+      case LinearFormat::kF32: return LinearWeights::from(std::move(decoded));
+      case LinearFormat::kF16: return LinearWeights::from(pack_weights_f16(decoded.view, name));
+      case LinearFormat::kInt8: break;
+    }
+    const std::size_t N = decoded.view.rows(), K = decoded.view.cols();
+    rows.resize(N * K);
+    unpack_rows(decoded.view, rows.data());
+    return LinearWeights::from(quantize_int8(rows.data(), N, K, K, Int8Scheme::kSymmetricPerChannel, name));
+  }
+
   static Converted convert(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
                            const LayerResidentView& resident, const LayerPrecision& p) {
     const ShardedLayer sharded(shape, shards, resident, p.ops);
@@ -130,26 +145,10 @@ class ConvertedShardLayers {
     static constexpr std::array<const char*, 5> kNames{"q", "kv", "attn_out", "ffn_in", "ffn_out"};
     // Decoded by the GEMM's own SIMD panel decoders (every weight its centroid or outlier, as the
     // scalar dequantize gives it, at a fraction of the time: a conversion is on the request's
-    // path whenever a plan picks shard versions not kept). fp32 is that; fp16 rounds the decoded
-    // panels where they lie; int8 quantizes the decoded rows.
-    std::vector<float> dense;
+    // path whenever a plan picks shard versions not kept).
+    std::vector<float> rows;
     for (std::size_t m = 0; m < 5; ++m) {
-      const StackedDict& w = *mats[m];
-      PackedWeights packed = decode_to_packed(w);
-      const LinearFormat format = p.format(ops[m]);
-      if (format == LinearFormat::kF32) {
-        out.w[m].format = format;
-        out.w[m].f32 = std::move(packed);
-        continue;
-      }
-      if (format == LinearFormat::kF16) {
-        out.w[m] = LinearWeights::from(pack_weights_f16(packed.view, kNames[m]));
-        continue;
-      }
-      dense.resize(w.rows() * w.cols());
-      unpack_rows(packed.view, dense.data());
-      out.w[m] = LinearWeights::make(DenseF32(dense.data(), w.rows(), w.cols()), format,
-                                     Int8Scheme::kSymmetricPerChannel, kNames[m]);
+      out.w[m] = in_format(decode_to_packed(*mats[m]), p.format(ops[m]), kNames[m], rows);
     }
     const std::array<LinearView, 5> lin{out.w[0].view(), out.w[1].view(), out.w[2].view(), out.w[3].view(),
                                         out.w[4].view()};

@@ -6,7 +6,6 @@
 //
 //   stile::PackedWeightsF16 w = stile::pack_weights_f16(stile::DenseF32(W, N, K), "layer.0.ffn1");
 //   stile::gemm(M, A, lda, w.view, C, ldc, stile::epilogue::BiasGelu{.bias = b});
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -71,15 +70,6 @@ PackedWeightsF16 pack_weights_f16(const PackedF32& w, std::string_view tensor_na
   std::uint16_t* h = out.storage.data();
   for (std::size_t i = 0; i < size; ++i) {
     const float x = w.data[i];
-    const std::uint32_t ax = std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu;
-    // Normal halves (2^-14 <= |x| <= 65504 = 0x477FE000), nearly every weight: float_to_half's
-    // rounding inline (a carry moves into the exponent; none passes 65504).
-    if (ax >= 0x38800000u && ax <= 0x477FE000u) {
-      const std::uint32_t rest = ax & 0x1FFFu, t = (ax >> 13) - (112u << 10);
-      const std::uint32_t up = rest > 0x1000u || (rest == 0x1000u && (t & 1u) != 0) ? 1u : 0u;
-      h[i] = static_cast<std::uint16_t>(((std::bit_cast<std::uint32_t>(x) >> 16) & 0x8000u) | (t + up));
-      continue;
-    }
     if (!(x <= kHalfMax && x >= -kHalfMax)) {  // also NaN
       const std::size_t within = i % (K * nr);
       fp16_weights_detail::fail_unholdable(tensor_name, x, i / (K * nr) * nr + within % nr, within / nr);

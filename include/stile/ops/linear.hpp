@@ -62,6 +62,13 @@ struct LinearWeights {
     out.i8 = std::move(w);
     return out;
   }
+  // fp32 weights already packed (pack_weights, or a dictionary codec's decode_to_packed).
+  static LinearWeights from(PackedWeights w) {
+    LinearWeights out;
+    out.format = LinearFormat::kF32;
+    out.f32 = std::move(w);
+    return out;
+  }
   // fp16 weights already packed (pack_weights_f16).
   static LinearWeights from(PackedWeightsF16 w) {
     LinearWeights out;
