@@ -11,7 +11,8 @@
 //     apart) with the common scale and with each shard's own, relative to the weights' RMS.
 //   --time: one layer's compute (layer 0, all M shards) per bitwidth and sequence length, fp32 and
 //     int8 alternating round by round: "made+run" includes making the layer (the int8 decode: the
-//     engine makes it per request), "run" the layer alone (what the device profile's T_comp times).
+//     engine makes it per request, into the buffers of the layer before), "run" the layer alone
+//     (what the device profile's T_comp times).
 //     Run it under /work/data/quiet.sh (or an otherwise idle machine).
 //
 //   eval_shard_int8 STORE [--heads FILE] [--sst2 DIR] [--limit N] [--bits LIST] [--scales] [--time]
@@ -142,6 +143,7 @@ void time_report(const stile::ShardStore& store, const std::vector<unsigned>& bi
     }
     const stile::ShardedLayer f32(store.shard_shape(), views, rv, {}, stile::LinearFormat::kF32, &pool);
     const stile::ShardedLayer i8(store.shard_shape(), views, rv, {}, stile::LinearFormat::kInt8, &pool);
+    stile::ShardedLayer::Int8Buffers reuse;
     for (const std::size_t t : lengths) {
       std::vector<float> input(t * c.hidden), x;
       for (std::size_t i = 0; i < input.size(); ++i) input[i] = float(std::sin(0.37 * double(i)));
@@ -151,7 +153,8 @@ void time_report(const stile::ShardStore& store, const std::vector<unsigned>& bi
         layer.run(c, x.data(), offsets, ws, pool);
       };
       auto made = [&](stile::LinearFormat f) {
-        const stile::ShardedLayer layer(store.shard_shape(), views, rv, {}, f, &pool);
+        // As the engine's CPU layer makes it (ops/layer_compute.hpp): into the last one's buffers.
+        const stile::ShardedLayer layer(store.shard_shape(), views, rv, {}, f, &pool, &reuse);
         x = input;
         layer.run(c, x.data(), offsets, ws, pool);
       };

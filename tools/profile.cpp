@@ -8,6 +8,9 @@
 //   profile minilm.stile --mapping mapping.json --out minilm.mapping.profile.json
 //       (T_comp as run --mapping computes: each layer's operators on the mapping's processors and
 //        in its formats; run --mapping --target-ms plans right with this profile only)
+//   profile minilm.stile --shard-gemm int8 --out minilm.int8.profile.json
+//       (T_comp as run --shard-gemm int8 computes: each layer's shards decoded to int8 per request,
+//        the decode included; run --shard-gemm int8 --target-ms plans right with this profile)
 //
 // Exit status: 0 ok, 1 runtime error (bad store, unreadable file, unwritable output), 2 usage error.
 #include <algorithm>
@@ -31,6 +34,7 @@
 #include "stile/core/thread_pool.hpp"
 #include "stile/hetero/mapped_layer_compute.hpp"
 #include "stile/hetero/processor_set.hpp"
+#include "stile/ops/layer_compute.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/io/storage_emulator.hpp"
@@ -61,11 +65,21 @@ int main(int argc, char** argv) {
            "time each layer as run --mapping runs this operator-to-processor mapping file (its processors, "
            "cores and formats; one request of every layer, divided by the layers) instead of the CPU engine's layer",
            mapping_path);
+  bool int8_shards = false;
+  cli.flag("--shard-gemm", "F",
+           "fp32 (default): time the CPU engine's layer as it runs by default; int8: as run --shard-gemm int8 runs it "
+           "(each layer's shards decoded to int8 per request, the decode included; one request of every layer, "
+           "divided by the layers)",
+           [&](std::string_view v) {
+             if (v != "fp32" && v != "int8") cli.fail("--shard-gemm: '" + std::string(v) + "' is not fp32 or int8");
+             int8_shards = v == "int8";
+           });
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   if (!mapping_path.empty() && threads != 0) {
     cli.fail("--mapping names each processor's cores: it goes without --threads");
   }
+  if (!mapping_path.empty() && int8_shards) cli.fail("--mapping sets each node's format: it goes without --shard-gemm");
   const std::filesystem::path store_path = positional[0];
   if (!out) out = stile_cli::sidecar_path(store_path, stile_cli::Sidecar::profile);
 
@@ -95,6 +109,17 @@ int main(int argc, char** argv) {
       options.compute = mapped.get();
       options.compute_name = mapping.layer_compute_name();
     }
+    // int8 shards: the engine's CPU layer (untiled, as the profiler's own) decoding to int8.
+    stile::EncoderWorkspace workspace;
+    stile::Arena arena;
+    std::unique_ptr<stile::CpuLayerCompute> int8_layer;
+    if (int8_shards) {
+      int8_layer = std::make_unique<stile::CpuLayerCompute>(
+          options.pool != nullptr ? *options.pool : stile::default_thread_pool(), stile::LayerTiles{}, workspace, arena,
+          stile::OpFormats{}, stile::LinearFormat::kInt8);
+      options.compute = int8_layer.get();
+      options.compute_name = std::string(stile::kCpuInt8LayerCompute);
+    }
 
     stile::ProgressBar bar("profiling");
     const stile::DeviceProfile p = stile::measure_device_profile(store, *backend, options, &bar);
@@ -104,10 +129,12 @@ int main(int argc, char** argv) {
     fmt::print("{}: {} layers x {} shards, {} threads, {}, {}\n", store_path.string(), p.num_layers, p.shards_per_layer,
                m.value("threads", 0), m.value("simd_target", std::string("?")), m.value("cpu", std::string("?")));
     fmt::print("reads: {}\n", backend->describe());
-    fmt::print("layers: {}\n", mapped ? mapping_path.string() + ": " + p.layer_compute() +
-                                            " (T_comp: one request of "
-                                            "every layer on layer 0's shards, divided by the layers)"
-                                      : std::string("the CPU engine's layer"));
+    fmt::print("layers: {}\n",
+               mapped ? mapping_path.string() + ": " + p.layer_compute() +
+                            " (T_comp: one request of every layer on layer 0's shards, divided by the layers)"
+               : int8_layer ? std::string("the CPU engine's layer, shards decoded to int8 per request (T_comp: one "
+                                          "request of every layer on layer 0's shards, divided by the layers)")
+                            : std::string("the CPU engine's layer"));
 
     fmt::print("\nT_io: one shard version\n{:>5} {:>12} {:>10} {:>10}\n", "bits", "bytes", "ms", "MB/s");
     for (std::size_t b = 0; b < p.bits.size(); ++b) {

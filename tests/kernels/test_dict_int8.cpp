@@ -95,7 +95,15 @@ void check_decoded(const Dict& d) {
       if (w.int8.view.stored(n, k) != 0 && bad++ < 5) UNSCOPED_INFO("padding n=" << n << " k=" << k);
     }
   }
-  CHECK(w.outlier_v.size() == d.outliers.size());
+  // The outlier list: each key's row, column and exact value, in the keys' order.
+  REQUIRE(w.outlier_v.size() == d.keys.size());
+  for (std::size_t i = 0; i < d.keys.size(); ++i) {
+    const std::size_t n = quant::outlier_row(d.keys[i], d.cols), k = quant::outlier_col(d.keys[i], d.cols);
+    if ((w.outlier_n[i] != n || w.outlier_k[i] != k || w.outlier_v[i] != d.values[i]) && bad++ < 5) {
+      UNSCOPED_INFO("outlier " << i << ": (" << w.outlier_n[i] << ", " << w.outlier_k[i] << ") want (" << n << ", " << k
+                               << ")");
+    }
+  }
   INFO("bits " << d.bits << ", " << d.rows << " x " << d.cols);
   CHECK(bad == 0);
 }
@@ -108,7 +116,13 @@ TEST_CASE("decode_to_int8 stores every centroid's int8 value, outliers apart", "
       for (const unsigned bits : {2u, 3u, 4u, 5u, 6u}) {
         for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{64, 300}, {37, 53}, {16, 4}, {70, 1},
                                          {8, 5}, {100, 259}}) {
-          check_decoded(make_dict(rows, cols, bits, static_cast<std::uint32_t>(rows * 7 + cols + bits)));
+          Dict d = make_dict(rows, cols, bits, static_cast<std::uint32_t>(rows * 7 + cols + bits));
+          check_decoded(d);
+          // Keys in the store's order (increasing) and reversed: the decoder follows row groups
+          // from key to key without assuming the order.
+          std::reverse(d.keys.begin(), d.keys.end());
+          std::reverse(d.values.begin(), d.values.end());
+          check_decoded(d);
         }
       }
     });

@@ -84,10 +84,23 @@ struct Stack {
   stile::StackedDict stack;
 };
 
-Stack make_stack(bool by_rows, std::uint32_t seed) {
+// Odd shapes, blocks starting off a panel row / k-group (decoded apart and placed value by value),
+// mixed bits; or, `aligned`, dictionary blocks that start on a panel row (every target's nr
+// divides 32) or a k-group, decoded straight into place beside an fp32 block placed by copy, the
+// last column block ending off a k-group.
+Stack make_stack(bool by_rows, std::uint32_t seed, bool aligned = false) {
   Stack s;
-  // Odd shapes, one block starting off a panel row / k-group (the value-by-value placement), mixed bits.
-  if (by_rows) {
+  if (aligned && by_rows) {
+    s.blocks.push_back(make_block(32, 37, 3, 1.0f, seed));
+    s.blocks.push_back(make_block(32, 37, 32, 0.5f, seed + 1));
+    s.blocks.push_back(make_block(64, 37, 5, 2.0f, seed + 2));
+    s.blocks.push_back(make_block(19, 37, 2, 0.3f, seed + 3));
+  } else if (aligned) {
+    s.blocks.push_back(make_block(45, 16, 4, 1.0f, seed));
+    s.blocks.push_back(make_block(45, 12, 32, 0.5f, seed + 1));
+    s.blocks.push_back(make_block(45, 20, 6, 2.0f, seed + 2));
+    s.blocks.push_back(make_block(45, 6, 2, 0.3f, seed + 3));
+  } else if (by_rows) {
     s.blocks.push_back(make_block(13, 37, 3, 1.0f, seed));
     s.blocks.push_back(make_block(16, 37, 32, 0.5f, seed + 1));
     s.blocks.push_back(make_block(32, 37, 5, 2.0f, seed + 2));
@@ -118,8 +131,8 @@ std::vector<double> decoded_weights(const stile::DictInt8Weights& w) {
 
 using stile::ThreadPool;
 
-void check_stack(bool by_rows, ThreadPool* pool) {
-  const Stack s = make_stack(by_rows, by_rows ? 11u : 23u);
+void check_stack(bool by_rows, bool aligned, ThreadPool* pool) {
+  const Stack s = make_stack(by_rows, by_rows ? 11u : 23u, aligned);
   const std::size_t N = s.stack.rows(), K = s.stack.cols();
   std::vector<float> ref(N * K);
   stile::dequantize(s.stack, ref.data());
@@ -180,6 +193,24 @@ void check_stack(bool by_rows, ThreadPool* pool) {
   CHECK(bad == 0);
   // The fp32 blocks' large weight is an outlier in a column stack (beyond the dictionaries' range).
   if (!by_rows) CHECK(outliers.count({0, 16}) == 1);
+
+  // Decoded into the buffers of another stack's decode (larger and smaller): the same bytes,
+  // padding included, the same scales, sums and outliers in the same order.
+  for (const bool other_aligned : {!aligned, aligned}) {
+    const Stack other = make_stack(!by_rows, 5u, other_aligned);
+    stile::DictInt8Weights previous = stile::decode_to_int8(other.stack, pool);
+    const stile::DictInt8Weights again = stile::decode_to_int8(s.stack, pool, &previous);
+    const stile::Int8Matrix& a = again.int8.view;
+    REQUIRE(a.rows() == N);
+    REQUIRE(a.cols() == K);
+    REQUIRE(a.panels() == v.panels());
+    CHECK(std::equal(v.packed, v.packed + v.panels() * v.padded_cols() * v.nr, a.packed));
+    CHECK(std::equal(v.scales, v.scales + v.panels() * v.nr, a.scales));
+    CHECK(std::equal(v.col_sums, v.col_sums + v.panels() * v.nr, a.col_sums));
+    CHECK(again.outlier_n == w.outlier_n);
+    CHECK(again.outlier_k == w.outlier_k);
+    CHECK(again.outlier_v == w.outlier_v);
+  }
 }
 
 using stile_test::exact_activations;
@@ -193,8 +224,10 @@ TEST_CASE("a stack of shards decodes to int8 with one scale per row as documente
   stile_test::for_each_target([&] {
     stile_test::with_and_without_int8_dot([&] {
       for (const bool by_rows : {true, false}) {
-        check_stack(by_rows, nullptr);
-        check_stack(by_rows, &pool);
+        for (const bool aligned : {false, true}) {
+          check_stack(by_rows, aligned, nullptr);
+          check_stack(by_rows, aligned, &pool);
+        }
       }
     });
   });

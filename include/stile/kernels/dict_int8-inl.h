@@ -29,16 +29,16 @@ namespace stile {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The scalar decode of rows [16 g, 16 g + 16) (those below N): packed and col_sums as for
-// DictToInt8 below. The reference, and the path of targets without byte shuffles and of a
+// The scalar decode of rows [16 g, 16 g + 16) (those below N): packed, panel_stride and col_sums
+// as for DictToInt8 below. The reference, and the path of targets without byte shuffles and of a
 // group's last rows below 16.
 inline void DictGroupToInt8Scalar(const DictMatrix& m, const std::int8_t* table, std::size_t g, std::size_t nr,
-                                  std::int8_t* packed, std::int32_t* col_sums) {
-  const std::size_t K = m.n_cols, Kp = int8_padded_k(K), sb = quant::slab_bytes(m.bits);
+                                  std::int8_t* packed, std::size_t panel_stride, std::int32_t* col_sums) {
+  const std::size_t K = m.n_cols, sb = quant::slab_bytes(m.bits);
   const std::uint8_t* group = m.packed + g * K * sb;
   for (std::size_t j = 0; j < quant::kGroupRows && g * quant::kGroupRows + j < m.n_rows; ++j) {
     const std::size_t n = g * quant::kGroupRows + j;
-    std::int8_t* panel = packed + (n / nr) * Kp * nr;
+    std::int8_t* panel = packed + (n / nr) * panel_stride;
     std::int32_t sum = 0;
     for (std::size_t k = 0; k < K; ++k) {
       const std::int8_t q = table[quant::slab_index(m.bits, group + k * sb, j)];
@@ -54,19 +54,19 @@ inline void DictGroupToInt8Scalar(const DictMatrix& m, const std::int8_t* table,
 // four slabs' int8 values (16 rows each) are zipped into rows 0-3, 4-7, 8-11, 12-15 of 4 bytes.
 template <unsigned kBits>
 HWY_NOINLINE void DictGroupToInt8(const DictMatrix& m, const std::uint8_t* table, std::size_t g, std::size_t nr,
-                                  std::int8_t* packed, std::int32_t* col_sums) {
+                                  std::int8_t* packed, std::size_t panel_stride, std::int32_t* col_sums) {
   constexpr std::size_t kSlab = quant::slab_bytes(kBits);
   const hn::Full128<std::uint8_t> d8;
   const hn::Full128<std::uint16_t> d16;
   const hn::Full128<std::int16_t> di16;
-  const std::size_t K = m.n_cols, Kp = int8_padded_k(K);
+  const std::size_t K = m.n_cols;
   const std::uint8_t* group = m.packed + g * K * kSlab;
   const std::uint8_t* end = m.packed + quant::packed_bytes(m.n_rows, m.n_cols, kBits);
   // Where rows 4t .. 4t + 3 of the group go: their panel and their column in it.
   std::int8_t* rows_at[4];
   for (std::size_t t = 0; t < 4; ++t) {
     const std::size_t n = g * quant::kGroupRows + 4 * t;
-    rows_at[t] = packed + (n / nr) * Kp * nr + (n % nr) * kInt8KGroup;
+    rows_at[t] = packed + (n / nr) * panel_stride + (n % nr) * kInt8KGroup;
   }
   std::int32_t sums[16] = {};
   auto acc_lo = hn::Zero(di16), acc_hi = hn::Zero(di16);
@@ -108,10 +108,13 @@ HWY_NOINLINE void DictGroupToInt8(const DictMatrix& m, const std::uint8_t* table
 }
 #endif
 
-// Decodes all of m into packed (zeroed, int8_padded_k(K) * round_up(N, kInt8NR) bytes) and
-// col_sums (N entries) for this target's packing; table: 64 bytes, the int8 value of each index.
+// Decodes all of m for this target's packing into panels `panel_stride` bytes apart from `packed`
+// (zeroed; int8_padded_k(K) * kInt8NR for a matrix of its own, more for a block inside a wider
+// one) and col_sums (N entries); table: 64 bytes, the int8 value of each index. Writes rows below
+// N only, and K's padding only where K is not a multiple of kInt8KGroup.
 struct DictToInt8 {
-  static void Run(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed, std::int32_t* col_sums) {
+  static void Run(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed, std::size_t panel_stride,
+                  std::int32_t* col_sums) {
     const std::size_t nr = kInt8NR, groups = quant::row_groups(m.n_rows);
     const auto* utable = reinterpret_cast<const std::uint8_t*>(table);
     for (std::size_t g = 0; g < groups; ++g) {
@@ -121,16 +124,16 @@ struct DictToInt8 {
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
       if (whole) {
         switch (m.bits) {
-          case 2: DictGroupToInt8<2>(m, utable, g, nr, packed, col_sums); continue;
-          case 3: DictGroupToInt8<3>(m, utable, g, nr, packed, col_sums); continue;
-          case 4: DictGroupToInt8<4>(m, utable, g, nr, packed, col_sums); continue;
-          case 5: DictGroupToInt8<5>(m, utable, g, nr, packed, col_sums); continue;
-          case 6: DictGroupToInt8<6>(m, utable, g, nr, packed, col_sums); continue;
+          case 2: DictGroupToInt8<2>(m, utable, g, nr, packed, panel_stride, col_sums); continue;
+          case 3: DictGroupToInt8<3>(m, utable, g, nr, packed, panel_stride, col_sums); continue;
+          case 4: DictGroupToInt8<4>(m, utable, g, nr, packed, panel_stride, col_sums); continue;
+          case 5: DictGroupToInt8<5>(m, utable, g, nr, packed, panel_stride, col_sums); continue;
+          case 6: DictGroupToInt8<6>(m, utable, g, nr, packed, panel_stride, col_sums); continue;
           default: break;
         }
       }
 #endif
-      DictGroupToInt8Scalar(m, table, g, nr, packed, col_sums);
+      DictGroupToInt8Scalar(m, table, g, nr, packed, panel_stride, col_sums);
     }
   }
 };

@@ -40,10 +40,56 @@ struct DictInt8Weights {
 
 namespace detail {
 // Defined in kernels/instantiate_kernels.hpp (part 6), on the best target of the CPU: decodes m
-// into packed (zeroed; this target's int8 packing) and col_sums[n] (N entries), table[index] being
-// the int8 value of each index (64 entries).
+// into the panels at `packed`, `panel_stride` bytes apart (zeroed; this target's int8 packing),
+// and col_sums[n] (N entries), table[index] being the int8 value of each index (64 entries).
 void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed,
-                            std::int32_t* col_sums);
+                            std::size_t panel_stride, std::int32_t* col_sums);
+
+// The int8 value of each of m's indices (64 entries, the unused ones 0): its centroid rounded
+// with `scale`, clamped to +-qmax.
+inline std::vector<std::int8_t> dict_int8_table(const DictMatrix& m, float scale, std::int32_t qmax) {
+  std::vector<std::int8_t> table(64, 0);
+  for (std::size_t i = 0; i < (std::size_t{1} << m.bits); ++i) {
+    const float q = std::nearbyint(m.centroids[i] / scale);
+    table[i] = static_cast<std::int8_t>(std::clamp(q, -static_cast<float>(qmax), static_cast<float>(qmax)));
+  }
+  return table;
+}
+
+// Decodes m (2..6 bits) through `table` into the panels at `packed` (panel width nr, panels
+// `panel_stride` bytes apart, zeroed: m's own matrix, or where m sits inside a wider one) and
+// col_sums[0, N); its outliers are stored 0 there and appended to `to`'s list shifted by (n0, k0),
+// the place of m's first weight in the matrix the list belongs to.
+inline void decode_dict_block(const DictMatrix& m, const std::int8_t* table, std::size_t nr, std::int8_t* packed,
+                              std::size_t panel_stride, std::int32_t* col_sums, std::size_t n0, std::size_t k0,
+                              DictInt8Weights& to) {
+  const std::size_t N = m.n_rows, K = m.n_cols;
+  if (N == 0 || K == 0) return;
+  dict_to_int8_on_target(m, table, packed, panel_stride, col_sums);
+  // Outliers: out of the int8 matrix (0, and out of its column sum), into the fp32 list. A key is
+  // (row group * K + column) * 16 + row in group (quant/packed_layout.hpp); the keys come in order,
+  // so the division by K is taken only when the row group changes.
+  to.outlier_n.reserve(to.outlier_n.size() + m.n_outliers);
+  to.outlier_k.reserve(to.outlier_k.size() + m.n_outliers);
+  to.outlier_v.reserve(to.outlier_v.size() + m.n_outliers);
+  std::size_t group = 0, group_start = 0;  // the row group of the last key, and its first slab
+  for (std::size_t i = 0; i < m.n_outliers; ++i) {
+    const std::size_t slab = m.outlier_keys[i] / quant::kGroupRows;
+    if (slab - group_start >= K) {  // another row group (unsigned: also when slab < group_start)
+      group = slab / K;
+      group_start = group * K;
+    }
+    const std::size_t n = group * quant::kGroupRows + m.outlier_keys[i] % quant::kGroupRows, k = slab - group_start;
+    require(n < N, "decode_to_int8: an outlier key is outside the matrix");
+    std::int8_t& q =
+        packed[(n / nr) * panel_stride + ((k / kInt8KGroup) * nr + n % nr) * kInt8KGroup + k % kInt8KGroup];
+    col_sums[n] -= q;
+    q = 0;
+    to.outlier_n.push_back(static_cast<std::uint32_t>(n0 + n));
+    to.outlier_k.push_back(static_cast<std::uint32_t>(k0 + k));
+    to.outlier_v.push_back(m.outlier_values[i]);
+  }
+}
 }  // namespace detail
 
 // The scale decode_to_int8 gives m (2..6 bits) on a target of weight range qmax: max |centroid| /
@@ -67,34 +113,18 @@ inline DictInt8Weights decode_to_int8(const DictMatrix& m, float scale) {
   validate_weights(m);
   require(m.bits != 32, "decode_to_int8: 32-bit weights are not dictionary-quantized (use quantize_int8)");
   const Int8Packing packing = int8_packing();
-  const std::int32_t qmax = packing.weight_max;
-  const std::size_t entries = std::size_t{1} << m.bits, N = m.n_rows, K = m.n_cols, nr = packing.nr;
+  const std::size_t N = m.n_rows, K = m.n_cols, nr = packing.nr, Kp = int8_padded_k(K);
   DictInt8Weights out;
   out.scale = scale;
   validate_int8_scale(out.scale, "dictionary", 0);
-  out.table.assign(64, 0);
-  for (std::size_t i = 0; i < entries; ++i) {
-    const float q = std::nearbyint(m.centroids[i] / out.scale);
-    out.table[i] = static_cast<std::int8_t>(std::clamp(q, -static_cast<float>(qmax), static_cast<float>(qmax)));
-  }
-  const std::size_t panels = (N + nr - 1) / nr, Kp = int8_padded_k(K);
-  out.int8 = zeroed_int8_weights(panels, Kp, nr);
-  if (N > 0 && K > 0) detail::dict_to_int8_on_target(m, out.table.data(), out.int8.packed.data(), out.int8.col_sums.data());
-  // Outliers: out of the int8 matrix (0, and out of its column sum), into the fp32 list.
-  for (std::size_t i = 0; i < m.n_outliers; ++i) {
-    const std::size_t n = quant::outlier_row(m.outlier_keys[i], K), k = quant::outlier_col(m.outlier_keys[i], K);
-    require(n < N && k < K, "decode_to_int8: an outlier key is outside the matrix");
-    std::int8_t& q = out.int8.packed[(n / nr) * Kp * nr + ((k / kInt8KGroup) * nr + n % nr) * kInt8KGroup +
-                                     k % kInt8KGroup];
-    out.int8.col_sums[n] -= q;
-    q = 0;
-    out.outlier_n.push_back(static_cast<std::uint32_t>(n));
-    out.outlier_k.push_back(static_cast<std::uint32_t>(k));
-    out.outlier_v.push_back(m.outlier_values[i]);
-  }
+  out.table = detail::dict_int8_table(m, scale, packing.weight_max);
+  out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
+  detail::decode_dict_block(m, out.table.data(), nr, out.int8.packed.data(), Kp * nr, out.int8.col_sums.data(), 0, 0,
+                            out);
   std::fill(out.int8.scales.begin(), out.int8.scales.begin() + static_cast<std::ptrdiff_t>(N), out.scale);
-  out.int8.view = Int8Matrix{out.int8.packed.data(), out.int8.scales.data(), out.int8.col_sums.data(), 0, N, K, nr,
-                             qmax, Int8Scheme::kSymmetricPerChannel};
+  out.int8.view =
+      Int8Matrix{out.int8.packed.data(), out.int8.scales.data(),          out.int8.col_sums.data(), 0, N, K, nr,
+                 packing.weight_max,     Int8Scheme::kSymmetricPerChannel};
   validate(out.int8.view, "dictionary");
   return out;
 }

@@ -24,6 +24,7 @@
 // Outliers are 0 in the int8 matrix and kept as exact fp32 (row, column, value) in the stack's
 // coordinates; they must be added before a non-linear epilogue (ops/linear.hpp does).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -41,54 +42,97 @@ namespace stile {
 
 namespace detail {
 
-// W[n][k] of an fp32 (32-bit) block: slabs of kGroupRows rows by one column (quant/packed_layout.hpp).
-inline float f32_block_value(const DictMatrix& b, std::size_t n, std::size_t k) noexcept {
-  const std::uint8_t* slab =
-      b.packed + ((n / quant::kGroupRows) * b.n_cols + k) * quant::slab_bytes(32) + (n % quant::kGroupRows) * 4;
-  float v;
-  std::memcpy(&v, slab, sizeof v);
-  return v;
+// Rows [16 g, 16 g + 16) of an fp32 (32-bit) block, those below N, row-major into rows[j * K + k]:
+// the group's slabs hold 16 rows by one column each (quant/packed_layout.hpp). Throws on a weight
+// that is not finite.
+inline void f32_block_group(const DictMatrix& b, std::size_t g, float* rows) {
+  const std::size_t K = b.n_cols, R = std::min(quant::kGroupRows, b.n_rows - g * quant::kGroupRows);
+  const std::uint8_t* group = b.packed + g * K * quant::slab_bytes(32);
+  for (std::size_t k = 0; k < K; ++k) {
+    float slab[quant::kGroupRows];
+    // A whole slab in one fixed-size copy (a few vector moves); the group's last rows otherwise.
+    if (R == quant::kGroupRows) {
+      std::memcpy(slab, group + k * quant::slab_bytes(32), sizeof slab);
+    } else {
+      std::memcpy(slab, group + k * quant::slab_bytes(32), R * sizeof(float));
+    }
+    for (std::size_t j = 0; j < R; ++j) rows[j * K + k] = slab[j];
+  }
+  // max |x| over the bits of |x| (Inf and NaN above every finite value): a loop that vectorizes.
+  std::uint32_t top = 0;
+  for (std::size_t i = 0; i < R * K; ++i) top = std::max(top, std::bit_cast<std::uint32_t>(rows[i]) & 0x7fffffffu);
+  require(std::isfinite(std::bit_cast<float>(top)), "decode_to_int8: an fp32 shard weight is not finite");
 }
 
-// max |W[n][:]| / qmax of an fp32 block (0 when the row is 0); throws on a weight that is not finite.
-inline float f32_block_row_max(const DictMatrix& b, std::size_t n) {
-  float amax = 0.0f;
-  for (std::size_t k = 0; k < b.n_cols; ++k) {
-    const float v = f32_block_value(b, n, k);
-    require(std::isfinite(v), "decode_to_int8: an fp32 shard weight is not finite");
-    amax = std::max(amax, std::abs(v));
+// max |W[n][:]| of every row n of an fp32 block (0 for a row of zeros).
+inline std::vector<float> f32_block_row_max(const DictMatrix& b) {
+  std::vector<float> amax(b.n_rows, 0.0f), rows(quant::kGroupRows * b.n_cols);
+  for (std::size_t g = 0; g < quant::row_groups(b.n_rows); ++g) {
+    f32_block_group(b, g, rows.data());
+    for (std::size_t j = 0; j < quant::kGroupRows && g * quant::kGroupRows + j < b.n_rows; ++j) {
+      std::uint32_t top = 0;
+      for (std::size_t k = 0; k < b.n_cols; ++k) {
+        top = std::max(top, std::bit_cast<std::uint32_t>(rows[j * b.n_cols + k]) & 0x7fffffffu);
+      }
+      amax[g * quant::kGroupRows + j] = std::bit_cast<float>(top);
+    }
   }
   return amax;
 }
 
-// An fp32 block rounded with row_scale[n] per row (in the block's own coordinates); a weight
-// beyond +-qmax becomes an outlier (0 in the int8 matrix, exact in the list).
+// An fp32 block rounded with row_scale[n] per row (in the block's own coordinates), q =
+// round(w / scale) (ties to even); a weight beyond +-qmax becomes an outlier (0 in the int8
+// matrix, exact in the list).
 inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<float>& row_scale,
                                          Int8Packing packing) {
   const std::size_t N = b.n_rows, K = b.n_cols, nr = packing.nr, Kp = int8_padded_k(K);
-  const auto qmax = static_cast<float>(packing.weight_max);
+  const std::int32_t qmax = packing.weight_max;
   DictInt8Weights out;
   out.scale = 0.0f;
   out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
-  for (std::size_t n = 0; n < N; ++n) {
-    const float s = row_scale[n];
-    std::int8_t* panel = out.int8.packed.data() + (n / nr) * Kp * nr;
-    std::int32_t sum = 0;
-    for (std::size_t k = 0; k < K; ++k) {
-      const float v = f32_block_value(b, n, k);
-      require(std::isfinite(v), "decode_to_int8: an fp32 shard weight is not finite");
-      float q = std::nearbyint(v / s);
-      if (std::abs(q) > qmax) {
-        out.outlier_n.push_back(static_cast<std::uint32_t>(n));
-        out.outlier_k.push_back(static_cast<std::uint32_t>(k));
-        out.outlier_v.push_back(v);
-        q = 0.0f;
+  std::vector<float> rows(quant::kGroupRows * K), q(K);
+  std::vector<std::int8_t> stored(K);
+  const float top = qmax + 1.0f;
+  for (std::size_t g = 0; g < quant::row_groups(N); ++g) {
+    f32_block_group(b, g, rows.data());
+    for (std::size_t j = 0; j < quant::kGroupRows && g * quant::kGroupRows + j < N; ++j) {
+      const std::size_t n = g * quant::kGroupRows + j;
+      const float s = row_scale[n];
+      const float* row = rows.data() + j * K;
+      // round(w / s), ties to even, then clamped to +-(qmax + 1): every value past +-qmax is an
+      // outlier. Float-only and integer-only loops, so that both vectorize. (round_half_even_small
+      // is exact below 2^22; a larger quotient stays larger than qmax + 1 through it.)
+      for (std::size_t k = 0; k < K; ++k) {
+        float v = round_half_even_small(row[k] / s);
+        v = v > top ? top : v;
+        q[k] = v < -top ? -top : v;
       }
-      panel[((k / kInt8KGroup) * nr + n % nr) * kInt8KGroup + k % kInt8KGroup] = static_cast<std::int8_t>(q);
-      sum += static_cast<std::int32_t>(q);
+      std::int32_t sum = 0, outliers = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto v = static_cast<std::int32_t>(q[k]);
+        // All ones where v is kept, 0 for an outlier (stored 0): masks, not branches.
+        const std::int32_t keep = -static_cast<std::int32_t>((v <= qmax) & (v >= -qmax));
+        outliers += 1 + keep;
+        stored[k] = static_cast<std::int8_t>(v & keep);
+        sum += v & keep;
+      }
+      for (std::size_t k = 0; outliers > 0 && k < K; ++k) {
+        if (std::abs(q[k]) > qmax) {
+          out.outlier_n.push_back(static_cast<std::uint32_t>(n));
+          out.outlier_k.push_back(static_cast<std::uint32_t>(k));
+          out.outlier_v.push_back(row[k]);
+          --outliers;
+        }
+      }
+      std::int8_t* panel = out.int8.packed.data() + (n / nr) * Kp * nr + (n % nr) * kInt8KGroup;
+      const std::size_t whole = K / kInt8KGroup * kInt8KGroup;
+      for (std::size_t k = 0; k < whole; k += kInt8KGroup) {
+        std::memcpy(panel + (k / kInt8KGroup) * nr * kInt8KGroup, stored.data() + k, kInt8KGroup);
+      }
+      if (whole < K) std::memcpy(panel + (whole / kInt8KGroup) * nr * kInt8KGroup, stored.data() + whole, K - whole);
+      out.int8.col_sums[n] = sum;
+      out.int8.scales[n] = s;
     }
-    out.int8.col_sums[n] = sum;
-    out.int8.scales[n] = s;
   }
   out.int8.view =
       Int8Matrix{out.int8.packed.data(), out.int8.scales.data(),          out.int8.col_sums.data(), 0, N, K, nr,
@@ -133,7 +177,13 @@ inline void place_int8_block(DictInt8Weights& dst, const DictInt8Weights& src, s
 // Decodes a stack (its blocks 2..6 or 32 bits, mixed) for the int8 GEMM of the target the CPU runs
 // now, with the scales above. The blocks are decoded in parallel on `pool` when given. The
 // result's `scale` is 0 and `table` empty (a stack has a scale per row: int8.scales).
-inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = nullptr) {
+// A dictionary block that starts on a panel row and a k-group (and ends on a k-group, unless it is
+// the last along k) is decoded straight into its place in the stack's matrix; the others (fp32
+// blocks, blocks of odd sizes) are decoded on their own and copied into place, in block order.
+// `reuse`: a previous result whose buffers this one takes over (left empty), so that a decode per
+// request does not fault in fresh pages each time.
+inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = nullptr,
+                                      DictInt8Weights* reuse = nullptr) {
   validate_weights(s);
   const Int8Packing packing = int8_packing();
   const std::int32_t qmax = packing.weight_max;
@@ -146,11 +196,11 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
   if (by_rows) {
     for (std::size_t b = 0; b < B; ++b) {
       const DictMatrix& m = s.blocks[b];
-      row_scale[b].resize(m.n_rows);
       if (m.bits == 32) {
-        for (std::size_t n = 0; n < m.n_rows; ++n) row_scale[b][n] = usable(detail::f32_block_row_max(m, n), qmax);
+        row_scale[b] = detail::f32_block_row_max(m);
+        for (float& x : row_scale[b]) x = usable(x, qmax);
       } else {
-        std::fill(row_scale[b].begin(), row_scale[b].end(), dict_int8_scale(m, qmax));
+        row_scale[b].assign(m.n_rows, dict_int8_scale(m, qmax));
       }
     }
   } else {
@@ -160,20 +210,63 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
     }
     std::vector<float> row(N, common);
     if (common == 0.0f) {
-      for (std::size_t n = 0; n < N; ++n) {
-        float amax = 0.0f;
-        for (const DictMatrix& m : s.blocks) amax = std::max(amax, detail::f32_block_row_max(m, n));
-        row[n] = usable(amax, qmax);
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (const DictMatrix& m : s.blocks) {
+        const std::vector<float> amax = detail::f32_block_row_max(m);
+        for (std::size_t n = 0; n < N; ++n) row[n] = std::max(row[n], amax[n]);
       }
+      for (float& x : row) x = usable(x, qmax);
     }
     for (std::size_t b = 0; b < B; ++b) row_scale[b] = row;
   }
 
+  DictInt8Weights out;
+  if (reuse != nullptr) std::swap(out, *reuse);
+  out.scale = 0.0f;
+  out.table.clear();
+  out.outlier_n.clear();
+  out.outlier_k.clear();
+  out.outlier_v.clear();
+  const std::size_t nr = packing.nr, Kp = int8_padded_k(K), panel_stride = Kp * nr;
+  zero_int8_weights(out.int8, (N + nr - 1) / nr, Kp, nr);
+  out.int8.view =
+      Int8Matrix{out.int8.packed.data(),          out.int8.scales.data(), out.int8.col_sums.data(), 0, N, K, nr, qmax,
+                 Int8Scheme::kSymmetricPerChannel};
+
+  // Where each block starts along the stack, and whether it is decoded in place.
+  std::vector<std::size_t> start(B);
+  std::vector<char> in_place(B);
+  for (std::size_t b = 0, at = 0; b < B; ++b) {
+    const DictMatrix& m = s.blocks[b];
+    start[b] = at;
+    at += by_rows ? m.n_rows : m.n_cols;
+    const bool aligned =
+        by_rows ? start[b] % nr == 0 : start[b] % kInt8KGroup == 0 && (m.n_cols % kInt8KGroup == 0 || at == K);
+    in_place[b] = m.bits != 32 && m.n_rows > 0 && m.n_cols > 0 && aligned;
+  }
+  // parts[b]: an in-place block's outliers (in the stack's coordinates); any other block whole.
+  // sums[b]: an in-place block's column sums where blocks share rows (columns stacked).
   std::vector<DictInt8Weights> parts(B);
+  std::vector<std::vector<std::int32_t>> sums(B);
   auto decode = [&](std::size_t b, std::size_t /*worker*/) {
     const DictMatrix& m = s.blocks[b];
-    parts[b] = m.bits == 32 ? detail::f32_block_to_int8(m, row_scale[b], packing)
-                            : (m.n_rows == 0 ? DictInt8Weights{} : decode_to_int8(m, row_scale[b][0]));
+    if (m.n_rows == 0 || m.n_cols == 0) return;
+    if (!in_place[b]) {
+      parts[b] =
+          m.bits == 32 ? detail::f32_block_to_int8(m, row_scale[b], packing) : decode_to_int8(m, row_scale[b][0]);
+      return;
+    }
+    const std::size_t n0 = by_rows ? start[b] : 0, k0 = by_rows ? 0 : start[b];
+    std::int32_t* col_sums = out.int8.col_sums.data() + n0;
+    if (!by_rows) {
+      sums[b].assign(N, 0);
+      col_sums = sums[b].data();
+    }
+    const float scale = row_scale[b][0];
+    validate_int8_scale(scale, "dictionary", 0);
+    const std::vector<std::int8_t> table = detail::dict_int8_table(m, scale, qmax);
+    detail::decode_dict_block(m, table.data(), nr, out.int8.packed.data() + (n0 / nr) * panel_stride + k0 * nr,
+                              panel_stride, col_sums, n0, k0, parts[b]);
   };
   if (pool != nullptr && B > 1) {
     pool->run(B, decode);
@@ -181,18 +274,21 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
     for (std::size_t b = 0; b < B; ++b) decode(b, 0);
   }
 
-  DictInt8Weights out;
-  out.scale = 0.0f;
-  const std::size_t nr = packing.nr, Kp = int8_padded_k(K);
-  out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
-  out.int8.view =
-      Int8Matrix{out.int8.packed.data(),          out.int8.scales.data(), out.int8.col_sums.data(), 0, N, K, nr, qmax,
-                 Int8Scheme::kSymmetricPerChannel};
-  std::size_t start = 0;
   for (std::size_t b = 0; b < B; ++b) {
-    if (s.blocks[b].n_rows == 0 || s.blocks[b].n_cols == 0) continue;
-    detail::place_int8_block(out, parts[b], by_rows ? start : 0, by_rows ? 0 : start);
-    start += by_rows ? s.blocks[b].n_rows : s.blocks[b].n_cols;
+    const DictMatrix& m = s.blocks[b];
+    if (m.n_rows == 0 || m.n_cols == 0) continue;
+    if (!in_place[b]) {
+      detail::place_int8_block(out, parts[b], by_rows ? start[b] : 0, by_rows ? 0 : start[b]);
+      continue;
+    }
+    const std::size_t n0 = by_rows ? start[b] : 0;
+    for (std::size_t n = 0; n < m.n_rows; ++n) out.int8.scales[n0 + n] = row_scale[b][n];
+    if (!by_rows) {
+      for (std::size_t n = 0; n < N; ++n) out.int8.col_sums[n] += sums[b][n];
+    }
+    out.outlier_n.insert(out.outlier_n.end(), parts[b].outlier_n.begin(), parts[b].outlier_n.end());
+    out.outlier_k.insert(out.outlier_k.end(), parts[b].outlier_k.begin(), parts[b].outlier_k.end());
+    out.outlier_v.insert(out.outlier_v.end(), parts[b].outlier_v.begin(), parts[b].outlier_v.end());
   }
   validate(out.int8.view, "stacked shards");
   return out;

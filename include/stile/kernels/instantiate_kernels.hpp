@@ -239,10 +239,10 @@ void quantize_activations_on_target(std::size_t M, const float* A, std::size_t l
 }
 
 void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed,
-                            std::int32_t* col_sums) {
-  using Fn = void (*)(const DictMatrix&, const std::int8_t*, std::int8_t*, std::int32_t*);
+                            std::size_t panel_stride, std::int32_t* col_sums) {
+  using Fn = void (*)(const DictMatrix&, const std::int8_t*, std::int8_t*, std::size_t, std::int32_t*);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(DictToInt8::Run);
-  choose_target(kTable)(m, table, packed, col_sums);
+  choose_target(kTable)(m, table, packed, panel_stride, col_sums);
 }
 
 }  // namespace stile::detail

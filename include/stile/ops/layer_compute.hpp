@@ -59,7 +59,7 @@ class CpuLayerCompute final : public LayerCompute {
 
   void run(const BertConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
-    const ShardedLayer layer(shape, shards, resident, ops_, linear_, &pool_);
+    const ShardedLayer layer(shape, shards, resident, ops_, linear_, &pool_, &int8_buffers_);
     if (tiles_.query == 0) {
       layer.run(config, x, seq_offsets, workspace_, pool_);
     } else {
@@ -74,6 +74,9 @@ class CpuLayerCompute final : public LayerCompute {
   Arena* arena_ = nullptr;  // set when tiled
   OpFormats ops_{};
   LinearFormat linear_ = LinearFormat::kF32;
+  // kInt8: the last layer's int8 weights, whose buffers the next layer decodes into (held between
+  // requests: the largest layer's int8 bytes, 1.8 MB for MiniLM, in place of fresh pages per layer).
+  ShardedLayer::Int8Buffers int8_buffers_;
 };
 
 }  // namespace stile

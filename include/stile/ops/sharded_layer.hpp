@@ -55,11 +55,20 @@ LayerResidentView resident_view(const Resident& r) noexcept {
 // LayerView the layer operators (untiled and tiled) read.
 class ShardedLayer {
  public:
+  // The int8 weights of the five stacks: kept by a caller that makes a layer per request and passed
+  // back as `reuse`, so that each decode writes into the buffers of the last one.
+  struct Int8Buffers {
+    DictInt8Weights q, kv, attn_out, ffn_in, ffn_out;
+  };
+
   // `ops`: the formats of LayerNorm, GELU and softmax; `linear`: kF32 (the GEMMs dequantize the
-  // shards' own codec) or kInt8 (decoded to int8 here, on `pool`, the default pool if null).
+  // shards' own codec) or kInt8 (decoded to int8 here, on `pool`, the default pool if null, into
+  // the buffers of `reuse` if given, which get them back when this layer goes; `reuse` must
+  // outlive it).
   ShardedLayer(const ShardShape& shape, std::span<const ShardView> shards, const LayerResidentView& resident,
-               const OpFormats& ops = {}, LinearFormat linear = LinearFormat::kF32, ThreadPool* pool = nullptr)
-      : m_(shards.size()) {
+               const OpFormats& ops = {}, LinearFormat linear = LinearFormat::kF32, ThreadPool* pool = nullptr,
+               Int8Buffers* reuse = nullptr)
+      : m_(shards.size()), reuse_(reuse) {
     require(m_ > 0, "sharded layer: no shards chosen");
     require(linear != LinearFormat::kF16, "sharded layer: the shards have no fp16 format (fp32 or int8)");
     for (const ShardMatrix part : {ShardMatrix::kQuery, ShardMatrix::kKey, ShardMatrix::kValue}) {
@@ -102,6 +111,9 @@ class ShardedLayer {
   }
   ShardedLayer(const ShardedLayer&) = delete;  // the stacks point into the block vectors
   ShardedLayer& operator=(const ShardedLayer&) = delete;
+  ~ShardedLayer() {
+    if (int8_ != nullptr && reuse_ != nullptr) *reuse_ = std::move(int8_->weights);
+  }
 
   std::size_t shards() const noexcept { return m_; }
   std::size_t heads() const noexcept { return view_.heads; }
@@ -124,19 +136,20 @@ class ShardedLayer {
  private:
   // The five stacks decoded to int8, and the same layer over them.
   struct Int8Layer {
-    DictInt8Weights q, kv, attn_out, ffn_in, ffn_out;
+    Int8Buffers weights;
     LayerView<DictInt8View> view;
   };
 
   void make_int8(ThreadPool& pool) {
     int8_ = std::make_unique<Int8Layer>();
-    Int8Layer& l = *int8_;
-    l.q = decode_to_int8(view_.q, &pool);
-    l.kv = decode_to_int8(view_.kv, &pool);
-    l.attn_out = decode_to_int8(view_.attn_out, &pool);
-    l.ffn_in = decode_to_int8(view_.ffn_in, &pool);
-    l.ffn_out = decode_to_int8(view_.ffn_out, &pool);
-    l.view = with_weights<DictInt8View>(view_, {&l.q}, {&l.kv}, {&l.attn_out}, {&l.ffn_in}, {&l.ffn_out});
+    Int8Buffers& w = int8_->weights;
+    Int8Buffers* r = reuse_;
+    w.q = decode_to_int8(view_.q, &pool, r != nullptr ? &r->q : nullptr);
+    w.kv = decode_to_int8(view_.kv, &pool, r != nullptr ? &r->kv : nullptr);
+    w.attn_out = decode_to_int8(view_.attn_out, &pool, r != nullptr ? &r->attn_out : nullptr);
+    w.ffn_in = decode_to_int8(view_.ffn_in, &pool, r != nullptr ? &r->ffn_in : nullptr);
+    w.ffn_out = decode_to_int8(view_.ffn_out, &pool, r != nullptr ? &r->ffn_out : nullptr);
+    int8_->view = with_weights<DictInt8View>(view_, {&w.q}, {&w.kv}, {&w.attn_out}, {&w.ffn_in}, {&w.ffn_out});
   }
 
   std::size_t m_;
@@ -144,6 +157,7 @@ class ShardedLayer {
   std::vector<float> qkv_bias_, ffn_in_bias_;
   LayerView<StackedDict> view_;
   std::unique_ptr<Int8Layer> int8_;  // set in the int8 linear format
+  Int8Buffers* reuse_ = nullptr;
 };
 
 }  // namespace stile

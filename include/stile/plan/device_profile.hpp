@@ -66,8 +66,11 @@ namespace stile {
 inline constexpr std::string_view kDeviceProfileFormatName = "stile-device-profile";
 inline constexpr std::uint64_t kDeviceProfileVersion = 1;
 
-// DeviceProfile::layer_compute of a profile timed on the CPU engine's own layer.
+// DeviceProfile::layer_compute of a profile timed on the CPU engine's own layer, with its shards
+// dequantized inside the fp32 GEMMs (the default) or decoded to int8 per request (run
+// --shard-gemm int8, profile --shard-gemm int8).
 inline constexpr std::string_view kCpuLayerCompute = "cpu";
+inline constexpr std::string_view kCpuInt8LayerCompute = "cpu-int8";
 
 struct DeviceProfile {
   nlohmann::json machine = nlohmann::json::object();  // what it was measured on (see the top)

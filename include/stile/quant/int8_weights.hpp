@@ -153,14 +153,18 @@ inline float round_half_even_small(float x) {
 #endif
 }
 
-// Zeroed storage for `panels` panels of nr outputs by Kp (padded) inputs: the packed bytes, and
-// a scale and a column sum per output (padding outputs keep 0).
+// w's storage made zeroed storage for `panels` panels of nr outputs by Kp (padded) inputs: the
+// packed bytes, and a scale and a column sum per output (padding outputs keep 0). Keeps what w
+// has allocated when it is large enough (a decode per request reuses its buffers).
+inline void zero_int8_weights(Int8Weights& w, std::size_t panels, std::size_t Kp, std::size_t nr) {
+  w.packed.resize(panels * Kp * nr);
+  w.packed.zero();
+  w.scales.assign(panels * nr, 0.0f);
+  w.col_sums.assign(panels * nr, 0);
+}
 inline Int8Weights zeroed_int8_weights(std::size_t panels, std::size_t Kp, std::size_t nr) {
   Int8Weights out;
-  out.packed.resize(panels * Kp * nr);
-  out.packed.zero();
-  out.scales.assign(panels * nr, 0.0f);
-  out.col_sums.assign(panels * nr, 0);
+  zero_int8_weights(out, panels, Kp, nr);
   return out;
 }
 
