@@ -209,8 +209,7 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
       if (m.bits != 32) common = std::max(common, dict_int8_scale(m, qmax));
     }
     std::vector<float> row(N, common);
-    if (common == 0.0f) {
-      std::fill(row.begin(), row.end(), 0.0f);
+    if (common == 0.0f) {  // no dictionary block: each row its max over the fp32 blocks
       for (const DictMatrix& m : s.blocks) {
         const std::vector<float> amax = detail::f32_block_row_max(m);
         for (std::size_t n = 0; n < N; ++n) row[n] = std::max(row[n], amax[n]);
