@@ -152,7 +152,8 @@ class ShardedLayer {
     const std::array<DictInt8Weights*, 5> out{&w.q, &w.kv, &w.attn_out, &w.ffn_in, &w.ffn_out};
     std::array<DictInt8Weights*, 5> reuse{};
     if (reuse_ != nullptr) reuse = {&reuse_->q, &reuse_->kv, &reuse_->attn_out, &reuse_->ffn_in, &reuse_->ffn_out};
-    pool.run(stacks.size(), [&](std::size_t i, std::size_t) { *out[i] = decode_to_int8(*stacks[i], nullptr, reuse[i]); });
+    pool.run(stacks.size(),
+             [&](std::size_t i, std::size_t) { *out[i] = decode_to_int8(*stacks[i], nullptr, reuse[i]); });
     int8_->view = with_weights<DictInt8View>(view_, {&w.q}, {&w.kv}, {&w.attn_out}, {&w.ffn_in}, {&w.ffn_out});
   }
 
