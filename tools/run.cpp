@@ -398,10 +398,10 @@ int main(int argc, char** argv) {
       // The planner costs each layer with the profile's compute times: right only for the layer
       // compute the profile timed (a mapped layer is faster on held weights, slower on a slow device).
       const std::string timed = profile->layer_compute();
-      const std::string runs = mapping ? mapping->layer_compute_name()
-                               : options.shard_linear == stile::LinearFormat::kInt8
-                                   ? std::string(stile::kCpuInt8LayerCompute)
-                                   : std::string(stile::kCpuLayerCompute);
+      const bool int8_shards = options.shard_linear == stile::LinearFormat::kInt8;
+      const std::string runs = mapping       ? mapping->layer_compute_name()
+                               : int8_shards ? std::string(stile::kCpuInt8LayerCompute)
+                                             : std::string(stile::kCpuLayerCompute);
       const auto said = [](const std::string& compute) {
         return compute == stile::kCpuLayerCompute       ? std::string("the CPU engine's layer")
                : compute == stile::kCpuInt8LayerCompute ? std::string("the CPU engine's layer in int8")
@@ -414,9 +414,9 @@ int main(int argc, char** argv) {
             "note     the profile's compute times are of {}, not of {}: the plans for the target assume "
             "those ({})\n",
             said(timed), said(runs),
-            mapping                                              ? "profile --mapping times the mapping's"
-            : options.shard_linear == stile::LinearFormat::kInt8 ? "profile --shard-gemm int8 times this one"
-                                                                 : "profile without --mapping times the CPU engine's");
+            mapping       ? "profile --mapping times the mapping's"
+            : int8_shards ? "profile --shard-gemm int8 times this one"
+                          : "profile without --mapping times the CPU engine's");
       }
     }
     fmt::print("shards   {}\n",

@@ -45,27 +45,24 @@ namespace detail {
 void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::int8_t* packed,
                             std::size_t panel_stride, std::int32_t* col_sums);
 
-// The int8 value of each of m's indices (64 entries, the unused ones 0): its centroid rounded
-// with `scale`, clamped to +-qmax.
-inline std::vector<std::int8_t> dict_int8_table(const DictMatrix& m, float scale, std::int32_t qmax) {
+// Decodes m (2..6 bits), its centroids rounded with `scale` and clamped to +-qmax, into the panels
+// at `packed` (panel width nr, panels `panel_stride` bytes apart, zeroed: m's own matrix, or where m
+// sits inside a wider one) and col_sums[0, N); its outliers are stored 0 there and appended to
+// `to`'s list shifted by (n0, k0), the place of m's first weight in the matrix the list belongs to.
+// Returns the int8 value of each index (64 entries, the unused ones 0). Throws on an unusable scale.
+inline std::vector<std::int8_t> decode_dict_block(const DictMatrix& m, float scale, std::int32_t qmax,
+                                                  std::size_t nr, std::int8_t* packed, std::size_t panel_stride,
+                                                  std::int32_t* col_sums, std::size_t n0, std::size_t k0,
+                                                  DictInt8Weights& to) {
+  validate_int8_scale(scale, "dictionary", 0);
   std::vector<std::int8_t> table(64, 0);
   for (std::size_t i = 0; i < (std::size_t{1} << m.bits); ++i) {
     const float q = std::nearbyint(m.centroids[i] / scale);
     table[i] = static_cast<std::int8_t>(std::clamp(q, -static_cast<float>(qmax), static_cast<float>(qmax)));
   }
-  return table;
-}
-
-// Decodes m (2..6 bits) through `table` into the panels at `packed` (panel width nr, panels
-// `panel_stride` bytes apart, zeroed: m's own matrix, or where m sits inside a wider one) and
-// col_sums[0, N); its outliers are stored 0 there and appended to `to`'s list shifted by (n0, k0),
-// the place of m's first weight in the matrix the list belongs to.
-inline void decode_dict_block(const DictMatrix& m, const std::int8_t* table, std::size_t nr, std::int8_t* packed,
-                              std::size_t panel_stride, std::int32_t* col_sums, std::size_t n0, std::size_t k0,
-                              DictInt8Weights& to) {
   const std::size_t N = m.n_rows, K = m.n_cols;
-  if (N == 0 || K == 0) return;
-  dict_to_int8_on_target(m, table, packed, panel_stride, col_sums);
+  if (N == 0 || K == 0) return table;
+  dict_to_int8_on_target(m, table.data(), packed, panel_stride, col_sums);
   // Outliers: out of the int8 matrix (0, and out of its column sum), into the fp32 list. A key is
   // (row group * K + column) * 16 + row in group (quant/packed_layout.hpp); the keys come in order,
   // so the division by K is taken only when the row group changes.
@@ -89,6 +86,7 @@ inline void decode_dict_block(const DictMatrix& m, const std::int8_t* table, std
     to.outlier_k.push_back(static_cast<std::uint32_t>(k0 + k));
     to.outlier_v.push_back(m.outlier_values[i]);
   }
+  return table;
 }
 }  // namespace detail
 
@@ -116,11 +114,9 @@ inline DictInt8Weights decode_to_int8(const DictMatrix& m, float scale) {
   const std::size_t N = m.n_rows, K = m.n_cols, nr = packing.nr, Kp = int8_padded_k(K);
   DictInt8Weights out;
   out.scale = scale;
-  validate_int8_scale(out.scale, "dictionary", 0);
-  out.table = detail::dict_int8_table(m, scale, packing.weight_max);
   out.int8 = zeroed_int8_weights((N + nr - 1) / nr, Kp, nr);
-  detail::decode_dict_block(m, out.table.data(), nr, out.int8.packed.data(), Kp * nr, out.int8.col_sums.data(), 0, 0,
-                            out);
+  out.table = detail::decode_dict_block(m, scale, packing.weight_max, nr, out.int8.packed.data(), Kp * nr,
+                                        out.int8.col_sums.data(), 0, 0, out);
   std::fill(out.int8.scales.begin(), out.int8.scales.begin() + static_cast<std::ptrdiff_t>(N), out.scale);
   out.int8.view =
       Int8Matrix{out.int8.packed.data(), out.int8.scales.data(),          out.int8.col_sums.data(), 0, N, K, nr,

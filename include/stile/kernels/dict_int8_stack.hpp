@@ -80,10 +80,13 @@ inline std::vector<float> f32_block_row_max(const DictMatrix& b) {
   return amax;
 }
 
-// An fp32 block rounded with row_scale[n] per row (in the block's own coordinates), q =
-// round(w / scale) (ties to even); a weight beyond +-qmax becomes an outlier (0 in the int8
-// matrix, exact in the list).
-inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<float>& row_scale,
+// The scale of a row whose largest |w| is amax: amax / qmax, or 1 for a row of zeros.
+inline float f32_row_scale(float amax, std::int32_t qmax) { return amax > 0.0f ? amax / static_cast<float>(qmax) : 1.0f; }
+
+// An fp32 block rounded with row_scale[n] per row (in the block's own coordinates), or, without
+// row_scale, each row with its own f32_row_scale (rows stacked); q = round(w / scale) (ties to
+// even); a weight beyond +-qmax becomes an outlier (0 in the int8 matrix, exact in the list).
+inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<float>* row_scale,
                                          Int8Packing packing) {
   const std::size_t N = b.n_rows, K = b.n_cols, nr = packing.nr, Kp = int8_padded_k(K);
   const std::int32_t qmax = packing.weight_max;
@@ -97,8 +100,15 @@ inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<
     f32_block_group(b, g, rows.data());
     for (std::size_t j = 0; j < quant::kGroupRows && g * quant::kGroupRows + j < N; ++j) {
       const std::size_t n = g * quant::kGroupRows + j;
-      const float s = row_scale[n];
       const float* row = rows.data() + j * K;
+      float s = 0.0f;
+      if (row_scale != nullptr) {
+        s = (*row_scale)[n];
+      } else {
+        std::uint32_t top_bits = 0;  // max |w| over the bits of |w| (finite here): a loop that vectorizes
+        for (std::size_t k = 0; k < K; ++k) top_bits = std::max(top_bits, std::bit_cast<std::uint32_t>(row[k]) & 0x7fffffffu);
+        s = f32_row_scale(std::bit_cast<float>(top_bits), qmax);
+      }
       // round(w / s), ties to even, then clamped to +-(qmax + 1): every value past +-qmax is an
       // outlier. Float-only and integer-only loops, so that both vectorize. (round_half_even_small
       // is exact below 2^22; a larger quotient stays larger than qmax + 1 through it.)
@@ -189,19 +199,14 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
   const std::int32_t qmax = packing.weight_max;
   const bool by_rows = s.axis == StackedDict::Axis::kRows;
   const std::size_t B = s.blocks.size(), N = s.n_rows, K = s.n_cols;
-  auto usable = [](float amax, std::int32_t q) { return amax > 0.0f ? amax / static_cast<float>(q) : 1.0f; };
 
-  // Every block's scale of each of its rows.
+  // Every dictionary block's scale of each of its rows, and in a column stack every block's (an
+  // fp32 block of a row stack takes each row's own, in its conversion).
   std::vector<std::vector<float>> row_scale(B);
   if (by_rows) {
     for (std::size_t b = 0; b < B; ++b) {
       const DictMatrix& m = s.blocks[b];
-      if (m.bits == 32) {
-        row_scale[b] = detail::f32_block_row_max(m);
-        for (float& x : row_scale[b]) x = usable(x, qmax);
-      } else {
-        row_scale[b].assign(m.n_rows, dict_int8_scale(m, qmax));
-      }
+      if (m.bits != 32) row_scale[b].assign(m.n_rows, dict_int8_scale(m, qmax));
     }
   } else {
     float common = 0.0f;  // the largest dictionary block's scale (0: none)
@@ -214,7 +219,7 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
         const std::vector<float> amax = detail::f32_block_row_max(m);
         for (std::size_t n = 0; n < N; ++n) row[n] = std::max(row[n], amax[n]);
       }
-      for (float& x : row) x = usable(x, qmax);
+      for (float& x : row) x = detail::f32_row_scale(x, qmax);
     }
     for (std::size_t b = 0; b < B; ++b) row_scale[b] = row;
   }
@@ -252,7 +257,8 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
     if (m.n_rows == 0 || m.n_cols == 0) return;
     if (!in_place[b]) {
       parts[b] =
-          m.bits == 32 ? detail::f32_block_to_int8(m, row_scale[b], packing) : decode_to_int8(m, row_scale[b][0]);
+          m.bits == 32 ? detail::f32_block_to_int8(m, by_rows ? nullptr : &row_scale[b], packing)
+                       : decode_to_int8(m, row_scale[b][0]);
       return;
     }
     const std::size_t n0 = by_rows ? start[b] : 0, k0 = by_rows ? 0 : start[b];
@@ -261,11 +267,9 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
       sums[b].assign(N, 0);
       col_sums = sums[b].data();
     }
-    const float scale = row_scale[b][0];
-    validate_int8_scale(scale, "dictionary", 0);
-    const std::vector<std::int8_t> table = detail::dict_int8_table(m, scale, qmax);
-    detail::decode_dict_block(m, table.data(), nr, out.int8.packed.data() + (n0 / nr) * panel_stride + k0 * nr,
-                              panel_stride, col_sums, n0, k0, parts[b]);
+    detail::decode_dict_block(m, row_scale[b][0], qmax, nr,
+                              out.int8.packed.data() + (n0 / nr) * panel_stride + k0 * nr, panel_stride, col_sums, n0,
+                              k0, parts[b]);
   };
   if (pool != nullptr && B > 1) {
     pool->run(B, decode);
