@@ -50,10 +50,9 @@ void dict_to_int8_on_target(const DictMatrix& m, const std::int8_t* table, std::
 // sits inside a wider one) and col_sums[0, N); its outliers are stored 0 there and appended to
 // `to`'s list shifted by (n0, k0), the place of m's first weight in the matrix the list belongs to.
 // Returns the int8 value of each index (64 entries, the unused ones 0). Throws on an unusable scale.
-inline std::vector<std::int8_t> decode_dict_block(const DictMatrix& m, float scale, std::int32_t qmax,
-                                                  std::size_t nr, std::int8_t* packed, std::size_t panel_stride,
-                                                  std::int32_t* col_sums, std::size_t n0, std::size_t k0,
-                                                  DictInt8Weights& to) {
+inline std::vector<std::int8_t> decode_dict_block(const DictMatrix& m, float scale, std::int32_t qmax, std::size_t nr,
+                                                  std::int8_t* packed, std::size_t panel_stride, std::int32_t* col_sums,
+                                                  std::size_t n0, std::size_t k0, DictInt8Weights& to) {
   validate_int8_scale(scale, "dictionary", 0);
   std::vector<std::int8_t> table(64, 0);
   for (std::size_t i = 0; i < (std::size_t{1} << m.bits); ++i) {

@@ -81,7 +81,9 @@ inline std::vector<float> f32_block_row_max(const DictMatrix& b) {
 }
 
 // The scale of a row whose largest |w| is amax: amax / qmax, or 1 for a row of zeros.
-inline float f32_row_scale(float amax, std::int32_t qmax) { return amax > 0.0f ? amax / static_cast<float>(qmax) : 1.0f; }
+inline float f32_row_scale(float amax, std::int32_t qmax) {
+  return amax > 0.0f ? amax / static_cast<float>(qmax) : 1.0f;
+}
 
 // An fp32 block rounded with row_scale[n] per row (in the block's own coordinates), or, without
 // row_scale, each row with its own f32_row_scale (rows stacked); q = round(w / scale) (ties to
@@ -106,7 +108,8 @@ inline DictInt8Weights f32_block_to_int8(const DictMatrix& b, const std::vector<
         s = (*row_scale)[n];
       } else {
         std::uint32_t top_bits = 0;  // max |w| over the bits of |w| (finite here): a loop that vectorizes
-        for (std::size_t k = 0; k < K; ++k) top_bits = std::max(top_bits, std::bit_cast<std::uint32_t>(row[k]) & 0x7fffffffu);
+        for (std::size_t k = 0; k < K; ++k)
+          top_bits = std::max(top_bits, std::bit_cast<std::uint32_t>(row[k]) & 0x7fffffffu);
         s = f32_row_scale(std::bit_cast<float>(top_bits), qmax);
       }
       // round(w / s), ties to even, then clamped to +-(qmax + 1): every value past +-qmax is an
@@ -256,9 +259,8 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
     const DictMatrix& m = s.blocks[b];
     if (m.n_rows == 0 || m.n_cols == 0) return;
     if (!in_place[b]) {
-      parts[b] =
-          m.bits == 32 ? detail::f32_block_to_int8(m, by_rows ? nullptr : &row_scale[b], packing)
-                       : decode_to_int8(m, row_scale[b][0]);
+      parts[b] = m.bits == 32 ? detail::f32_block_to_int8(m, by_rows ? nullptr : &row_scale[b], packing)
+                              : decode_to_int8(m, row_scale[b][0]);
       return;
     }
     const std::size_t n0 = by_rows ? start[b] : 0, k0 = by_rows ? 0 : start[b];
@@ -267,9 +269,8 @@ inline DictInt8Weights decode_to_int8(const StackedDict& s, ThreadPool* pool = n
       sums[b].assign(N, 0);
       col_sums = sums[b].data();
     }
-    detail::decode_dict_block(m, row_scale[b][0], qmax, nr,
-                              out.int8.packed.data() + (n0 / nr) * panel_stride + k0 * nr, panel_stride, col_sums, n0,
-                              k0, parts[b]);
+    detail::decode_dict_block(m, row_scale[b][0], qmax, nr, out.int8.packed.data() + (n0 / nr) * panel_stride + k0 * nr,
+                              panel_stride, col_sums, n0, k0, parts[b]);
   };
   if (pool != nullptr && B > 1) {
     pool->run(B, decode);
