@@ -1,6 +1,7 @@
 # Finds what stile's headers need, for stile's own build and for hosts (installed with the
 # package config). All of it comes from Debian bookworm packages: libhwy-dev (Highway 1.0.3),
-# libxsimd-dev (xsimd 8.1), nlohmann-json3-dev, libutf8proc-dev, libxxhash-dev (xxHash 0.8), and,
+# libxsimd-dev (xsimd 8.1), nlohmann-json3-dev, libutf8proc-dev, libpcre2-dev (PCRE2 10.42, the
+# tokenizer's regular expressions), libxxhash-dev (xxHash 0.8), and,
 # optionally, liburing-dev (liburing 2.3) for the io_uring read backend.
 include_guard(GLOBAL)
 include(CMakeFindDependencyMacro)
@@ -12,6 +13,7 @@ macro(stile_find_dependencies)
   stile_fix_xsimd()
   find_package(nlohmann_json 3.11 CONFIG REQUIRED)
   stile_find_utf8proc()
+  stile_find_pcre2()
   stile_find_xxhash()
   stile_find_liburing()
 endmacro()
@@ -29,6 +31,22 @@ function(stile_find_utf8proc)
   set_target_properties(stile::utf8proc PROPERTIES
     IMPORTED_LOCATION "${STILE_UTF8PROC_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${STILE_UTF8PROC_INCLUDE_DIR}")
+endfunction()
+
+# PCRE2 (BSD), the 32-bit code-unit library: the tokenizer.json pipeline's regular expressions
+# (text/regex.hpp) match on code points with Unicode properties (PCRE2_UTF | PCRE2_UCP) and JIT.
+# Found like utf8proc, for the same reason (the cross build's multiarch directory).
+function(stile_find_pcre2)
+  if(TARGET stile::pcre2)
+    return()
+  endif()
+  find_path(STILE_PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+  find_library(STILE_PCRE2_LIBRARY NAMES pcre2-32 REQUIRED)
+  add_library(stile::pcre2 UNKNOWN IMPORTED GLOBAL)
+  set_target_properties(stile::pcre2 PROPERTIES
+    IMPORTED_LOCATION "${STILE_PCRE2_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STILE_PCRE2_INCLUDE_DIR}"
+    INTERFACE_COMPILE_DEFINITIONS "PCRE2_CODE_UNIT_WIDTH=32")
 endfunction()
 
 # xxHash (the shard store's checksums) is used header-only (XXH_INLINE_ALL), so only its header

@@ -49,33 +49,12 @@
 
 #include "stile/core/error.hpp"
 #include "stile/text/bert_normalizer.hpp"
+#include "stile/text/encoding.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/text/utf8.hpp"
 #include "stile/text/vocab.hpp"
 
 namespace stile {
-
-// A tokenized sequence, the three inputs of a BERT model, all of the same length.
-struct Encoding {
-  std::vector<std::int32_t> input_ids;
-  std::vector<std::int32_t> token_type_ids;  // 0 for the first text, 1 for the second of a pair
-  std::vector<std::int32_t> attention_mask;  // 1 for tokens, 0 for padding
-
-  [[nodiscard]] std::size_t size() const noexcept { return input_ids.size(); }
-};
-
-enum class InvalidUtf8 {
-  replace,  // read each ill-formed sequence as U+FFFD, which cleaning then drops (the default)
-  error,    // throw stile::Error naming the byte offset
-};
-
-enum class Padding {
-  none,     // each encoding keeps its own length
-  longest,  // pad every encoding of the batch to the longest one, on the right
-};
-
-// max_length value that turns truncation off.
-inline constexpr std::size_t kNoTruncation = std::numeric_limits<std::size_t>::max();
 
 struct WordPieceOptions {
   BertNormalizerOptions normalizer{};          // defaults: uncased (lowercase, strip accents)
