@@ -15,6 +15,7 @@
 //
 // Ill-formed UTF-8 in the original reads as U+FFFD, one per maximal subpart (utf8.hpp), with the
 // subpart's bytes as its origin: the same characters as Python's errors="replace".
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
