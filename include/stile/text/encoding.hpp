@@ -48,4 +48,16 @@ enum class Padding {
 // max_length value that turns truncation off.
 inline constexpr std::size_t kNoTruncation = std::numeric_limits<std::size_t>::max();
 
+// How a text, or a pair, is cut to max_length tokens (Hugging Face's TruncationParams, direction
+// right): longest_first takes tokens from the longer text first; only_first / only_second cut
+// just that text. With a stride, the tokens cut off become overflowing windows that repeat the
+// last `stride` tokens of the window before them.
+enum class TruncationStrategy { longest_first, only_first, only_second };
+
+struct Truncation {
+  std::size_t max_length = kNoTruncation;  // tokens, special tokens included
+  std::size_t stride = 0;
+  TruncationStrategy strategy = TruncationStrategy::longest_first;
+};
+
 }  // namespace stile
