@@ -27,7 +27,7 @@ Output: <out>/ a sentence-transformers-style directory (config.json, model.safet
 classifier, tokenizer files, modules.json, 1_Pooling/, 2_Normalize/) and training.json (the run
 record: seed, steps, times, per-shape accuracies computed here in PyTorch).
 
-  HF_HUB_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE python scripts/finetune_elastic.py   # the full run (42 min wall here, docs/results.md)
+  HF_HUB_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE python scripts/finetune_elastic.py   # the full run (42 min wall on 2 cores, docs/benchmarks/elastic-engine.md)
   python scripts/finetune_elastic.py --short --out /tmp/m  # smoke test: a few dozen steps, < 1 min
 """
 import argparse

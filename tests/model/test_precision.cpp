@@ -1,7 +1,7 @@
 // The model in each number format (ops/precision.hpp): the presets, a precision per layer, the
 // weight memory each format takes, the errors of a bad precision, and on the default model the
 // sentence embeddings of every preset against fp32's (the full SST-2 dev figures are
-// bench/eval_precision's, in docs/results.md).
+// bench/eval_precision's, in docs/benchmarks/forward.md).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -165,7 +165,7 @@ TEST_CASE("default model: every preset's sentence embeddings against fp32's") {
   }
   const stile::SentenceEncoder fp32 = stile::SentenceEncoder::load(stile_test::model_dir());
   const auto want = fp32.embed_batch(sentences);
-  // The accuracy targets are on SST-2 dev (docs/results.md); here, floors per sentence.
+  // The accuracy targets are on SST-2 dev (docs/benchmarks/forward.md); here, floors per sentence.
   const std::vector<std::pair<std::string, double>> floors{{"fp16", 0.9999}, {"int8", 0.98}, {"ibert", 0.97}};
   for (const auto& [name, floor] : floors) {
     DYNAMIC_SECTION(name) {

@@ -25,7 +25,7 @@
 //                  kernel threads idle through the read (on a VM or a board, an idle core's
 //                  wake-up and clock ramp are paid on the next layer's first GEMMs) and the weights
 //                  fresh in memory, not in cache. The pipeline runs at this speed whenever compute
-//                  waits for IO (how much slower than T_comp: docs/results.md, issue 22).
+//                  waits for IO (how much slower than T_comp: docs/design-notes.md).
 //
 // Medians rather than means: a shared machine's hiccups (another build, a page fault) land in a
 // few runs and should not move the number the planner trusts.

@@ -17,7 +17,7 @@
 //     search explores; 15-28 hand-offs for MiniLM).
 //
 // request at a length is the median residual of the first kind there, of either sign (the nodes
-// over-predict short requests: docs/results.md, issue 19), and the same for any number of
+// over-predict short requests: docs/design-notes.md), and the same for any number of
 // processors; h_ab at a length is the least-squares slope through it of the pair's runs there,
 // clamped at 0. A free intercept per processor count was tried on recorded samples: at 32 tokens
 // it came out at -160 to -1830 us for two processors, so a mapping with one node moved would be
@@ -64,7 +64,7 @@ inline Encoding synthetic_encoding(std::size_t tokens, std::size_t vocab = 30522
 // request and sleeps until the processors are done, then pools and runs a 2-class head's dot
 // products itself (the graph's pooling and classifier nodes). The runs follow one another: rounds
 // that alternated mappings (one warm-up and three runs each) measured the int8 preset 40% slower
-// on machine E (docs/results.md, issue 19).
+// on machine E (docs/design-notes.md).
 inline double mapped_forward_us(MappedForward& f, std::size_t tokens, std::size_t repeats) {
   const std::size_t d = f.config().hidden;
   const std::vector<Encoding> batch{synthetic_encoding(tokens, f.config().vocab_size)};

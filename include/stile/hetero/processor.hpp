@@ -140,7 +140,7 @@ inline void wait_event(const ProcessorEvent& e, std::uint32_t request) {
   // A processor waiting for its input keeps its core awake for up to kAwake: spinning, with a
   // yield every 64 pauses (so that a thread sharing the core, such as the driver enqueueing, gets
   // it), then sleeps. A core that sleeps through a wait of a few hundred microseconds is slow to
-  // wake under a hypervisor (a halted vCPU; docs/results.md, issue 19), which spin_then_wait's
+  // wake under a hypervisor (a halted vCPU; docs/design-notes.md), which spin_then_wait's
   // short spin does not cover.
   constexpr auto kAwake = std::chrono::milliseconds(5);
   const auto reached = [&] { return e.count.load(std::memory_order_acquire) == request; };

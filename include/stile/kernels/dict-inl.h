@@ -77,7 +77,7 @@ constexpr bool DictSimd() {
 
 // The lookup each bitwidth uses with L-lane vectors where the byte-plane decoder does not apply
 // (a group's last rows, blocks off a group boundary, k < 4), chosen by bench_dequant (a): figures
-// in docs/results.md (issue 4 and issue 23 sections).
+// in docs/design-notes.md (dictionary-quantized shards).
 //   8 lanes (AVX2): the tree costs one 8-entry vpermps per 8 centroids plus the selects; the
 //     hardware gather costs the same at any size, which on a Zen 3 core beat the tree at 6 bits.
 //   4 lanes (SSE4, NEON): four-entry lookups make the tree deep; the gather is emulated with
@@ -89,16 +89,16 @@ constexpr DictLookup DictVectorLookup() {
   if constexpr (kLanes == 8) return kBits <= 5 ? DictLookup::kTree : DictLookup::kGather;
   return kBits <= 3 ? DictLookup::kTree : DictLookup::kGather;
 }
-// The byte-plane decoder (dict_bytes-inl.h) where it applies, as measured (docs/results.md, issue
-// 23): faster than the above at 4..6 bits on AVX2 (5 and 6 bits most), and on SSE4 at 4 and 5
+// The byte-plane decoder (dict_bytes-inl.h) where it applies, as measured (docs/design-notes.md,
+// docs/benchmarks/dictionary-gemm.md): faster than the above at 4..6 bits on AVX2 (5 and 6 bits most), and on SSE4 at 4 and 5
 // bits (its 8-column panels keep half of each decoded slab, which at 6 bits loses to the gather);
 // on NEON tbl looks up 32 or 64 bytes in one instruction (compared by instruction count: qemu's
 // time means nothing). AVX-512 keeps its two-table tree, faster than bytes at 256 bits. On AVX2
-// also at 3 bits, where the fp16 planes (dict_bytes-inl.h) decode faster than the tree (docs/results.md,
-// issue 23, machine E, the fp16 planes); on SSE4 at 3 bits (either planes beat the tree on machine
-// E) and at 6 bits, but there only for dictionaries that take the fp16 planes (DictBytesHalfOnly);
-// on NEON from 2 bits (with either planes fewer instructions than the four-lane tree: docs/results.md,
-// issue 23, fp16 planes on NEON and SSE4).
+// also at 3 bits, where the fp16 planes (dict_bytes-inl.h) decode faster than the tree (docs/design-notes.md,
+// the fp16 planes, on an Intel Xeon); on SSE4 at 3 bits (either planes beat the tree on that
+// Xeon) and at 6 bits, but there only for dictionaries that take the fp16 planes (DictBytesHalfOnly);
+// on NEON from 2 bits (with either planes fewer instructions than the four-lane tree: docs/design-notes.md,
+// the fp16 planes on NEON and SSE4).
 template <std::size_t kNR, unsigned kBits, std::size_t kLanes>
 constexpr DictLookup DictAutoLookup() {
   constexpr unsigned kFirst = HWY_TARGET == HWY_NEON ? 2 : HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 3 : 4;
@@ -110,7 +110,7 @@ constexpr DictLookup DictAutoLookup() {
 }
 // Where the automatic choice takes the byte decoder only if the dictionary takes the fp16 planes,
 // the other lookup otherwise: SSE4 at 6 bits, where the four planes lose to the emulated gather
-// and the fp16 planes beat it (docs/results.md, issue 23, fp16 planes on NEON and SSE4).
+// and the fp16 planes beat it (docs/design-notes.md, fp16 planes on NEON and SSE4).
 template <unsigned kBits>
 constexpr bool DictBytesHalfOnly() {
   return HWY_TARGET == HWY_SSE4 && kBits == 6;
@@ -118,7 +118,7 @@ constexpr bool DictBytesHalfOnly() {
 
 #ifdef STILE_DICT_VBMI
 // Where the AVX3 targets' automatic choice takes the VBMI byte decoder over the two-table tree:
-// where it decoded faster (bench_dequant (a), docs/results.md, issue 23, machine E). It costs the
+// where it decoded faster (bench_dequant (a), docs/design-notes.md). It costs the
 // same at every bitwidth (36-38 GB/s there), the tree 61, 34, 44, 29 and 24 GB/s at 2..6 bits.
 constexpr bool DictVbmiAuto(unsigned bits) { return bits == 3 || bits == 5 || bits == 6; }
 #endif

@@ -83,7 +83,7 @@ HWY_INLINE void DictHalvesToFloats(hn::Vec128<std::uint16_t> h, float* HWY_RESTR
   vst1q_f32(out + 4, vcvt_high_f32_f16(f16));
 #elif HWY_TARGET == HWY_SSE4
   // No F16C, and Highway 1.0.3's emulated PromoteTo (13 ops per 4 lanes) made the two planes
-  // slower than four (docs/results.md, issue 23, fp16 byte planes on NEON and SSE4). 3 ops per 4 lanes instead:
+  // slower than four (docs/design-notes.md, fp16 byte planes on NEON and SSE4). 3 ops per 4 lanes instead:
   // h << 16 shifted right by 3 (arithmetic) and masked is the sign at bit 31 and fp16's exponent
   // and mantissa where fp32 has them, a float 2^-112 times the value (a denormal for fp16's
   // subnormals); times 2^112 gives the value exactly. fp16's Inf and NaN come out finite, which

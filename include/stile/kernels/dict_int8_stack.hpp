@@ -15,7 +15,7 @@
 //     over all of them, so one scale must serve the whole row. It is the largest dictionary
 //     block's scale (the same for every row: a block's rows all draw on its centroids), so a block
 //     of narrower centroids is rounded on a coarser grid than its own (the cost is measured in
-//     docs/results.md). fp32 blocks are rounded with it too, and their weights beyond +-qmax of it
+//     docs/design-notes.md). fp32 blocks are rounded with it too, and their weights beyond +-qmax of it
 //     become exact outliers, like the dictionary's own. Without a dictionary block, each row takes
 //     its max |w| over all blocks.
 //   (The other way, a partial int32 product per block rescaled and summed in fp32, keeps every

@@ -102,7 +102,7 @@ struct GenericInt8Kernel {
 // the fp32 FMA's rate times 2). Registers (16 on AVX2 and SSE4): 2 MR accumulators, 2 broadcasts,
 // the constant and the products leave no room for all 4 panel vectors of a pair at MR = 4: g++ 12
 // takes two of them as memory operands and keeps one accumulator on the stack; a 3-row tile,
-// which spills nothing, measured the same on AVX2 (docs/results.md).
+// which spills nothing, measured the same on AVX2 (docs/design-notes.md).
 template <class V, std::size_t kMR, bool kPairGroups>
 struct MaddKernel {
   static constexpr std::size_t MR = kMR, NR = V::kBytes / 2;

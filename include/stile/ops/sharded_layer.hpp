@@ -144,7 +144,7 @@ class ShardedLayer {
   // The five stacks in one pool job, a stack per task (decoded serially inside it): the pool's
   // workers stay busy from the first stack to the last. Five jobs, one per stack, each with its
   // serial parts (scales, zeroing, placement) between them, let a worker outlast its spin and
-  // sleep, and waking it cost the layer about 0.7 ms on a KVM guest (docs/results.md).
+  // sleep, and waking it cost the layer about 0.7 ms on a KVM guest (docs/design-notes.md).
   void make_int8(ThreadPool& pool) {
     int8_ = std::make_unique<Int8Layer>();
     Int8Buffers& w = int8_->weights;

@@ -5,7 +5,7 @@
 // misses its deadlines. After each request the engine hands its timeline here; the tracker
 // compares the measured compute and IO with what the profile says they cost and keeps, for each,
 // a high quantile (90%) of the ratio over the last `window` requests: a deadline is met or missed
-// by the slow requests, and on a busy device the ratio spreads (docs/results.md, issue 22), so a
+// by the slow requests, and on a busy device the ratio spreads (docs/design-notes.md), so a
 // plan sized for the median ratio leaves the slower half of the requests without margin. Over 15 requests the 90% quantile is the second largest ratio: one late read,
 // 10-100x, moves it not at all. The engine re-plans with the profile scaled by these ratios when
 // either has moved more than `replan_change` from the scale it plans with now

@@ -49,7 +49,7 @@ struct GaOptions {
   std::size_t population = 50;
   std::size_t generations = 1000;  // steady state: one child each; plain_ga: one population each
   double base_rate = -1;           // < 0: 1 / nodes
-  double parallel_rate = 0.02;  // chosen on the MiniLM graph (docs/results.md): 0.1 moved ~8 heads per child
+  double parallel_rate = 0.02;  // chosen on the MiniLM graph (docs/design-notes.md): 0.1 moved ~8 heads per child
   double branch_rate = 0.2;
   double reuse_rate = 0.2;
   std::uint64_t seed = 1;

@@ -34,7 +34,7 @@
 // mappings by calibrate/request_cost_profiler.hpp), one row per processor count 1..processors,
 // interpolated over request_tokens as a node's latency over tokens, never below min(0, the row's
 // lowest value). It may be negative: it is the correction of the node costs' sum for a whole
-// request, and the nodes, timed one by one, over-predict short requests (docs/results.md, issue 19).
+// request, and the nodes, timed one by one, over-predict short requests (docs/design-notes.md).
 // Older files are read and written back as they were, and the tools print request_cost_note():
 // version 1 has no request cost (request_measured false, every cost 0); version 2 has one per
 // processor count, "request_us": [12.0, 180.0], the same at every length (request_tokens empty);

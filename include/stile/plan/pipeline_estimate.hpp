@@ -8,14 +8,14 @@
 // reads versions that lie next to each other in the file as one request, so a store's layer IO
 // model (layer_io_model) charges the per-request latency once per contiguous run: on emulated
 // eMMC twelve 4-bit shards of a MiniLM layer cost 12.5 ms in one read against 17.0 ms in twelve
-// (docs/results.md).
+// (docs/design-notes.md).
 //
 // A layer's compute time: T_comp' (the profile's compute right after a read) when it waits for its
 // own IO, as a layer computed on flash-read weights does (threads idle through the stall, weights
 // just written to memory by the device); also for the first layer (its threads idled through the
 // word rows' reads) and for a layer whose versions are all preloaded (held since the last request,
 // whose reads and activations have since passed through the caches: measured at 0.86x T_comp'
-// and 1.43x T_comp, docs/results.md, issue 20). T_comp only when a layer follows the previous
+// and 1.43x T_comp, docs/design-notes.md). T_comp only when a layer follows the previous
 // layer's compute without waiting on versions read ahead.
 #include <algorithm>
 #include <cstddef>
@@ -95,7 +95,7 @@ inline PipelineEstimate estimate_pipeline(const DeviceProfile& profile, const Su
 // With them (T_io,layer: requests and bytes per layer read), those points join the fit, which then
 // takes the bandwidth from reads of the engine's size: single 40-600 KB reads on fast storage are
 // mostly latency, and their scatter can make a 6-bit version's transfer look cheaper than a 2-bit
-// one's (docs/results.md, "The read cost line from layer reads").
+// one's (docs/design-notes.md, "The read cost line from whole-layer reads").
 struct ReadCostLine {
   double latency_ms = 0;  // per request
   double ms_per_byte = 0;

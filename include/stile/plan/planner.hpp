@@ -119,7 +119,7 @@ struct PlannerOptions {
   std::size_t preload_budget_bytes = 0;  // 0: no preload
   unsigned preload_bits = 0;             // bitwidth of preloaded shards; 0: min_bits (or the lowest)
   // Ours: no shard below this bitwidth (0: the lowest stored). Where the lowest bitwidths lose
-  // more accuracy than fewer shards do (all-MiniLM-L6-v2 at 2 bits: docs/results.md), the shrink
+  // more accuracy than fewer shards do (all-MiniLM-L6-v2 at 2 bits: docs/design-notes.md), the shrink
   // then trades shards for bits instead of streaming many 2-bit shards.
   unsigned min_bits = 0;
   ImportanceOrder importance;  // global order; empty: interleaved from the ranking
