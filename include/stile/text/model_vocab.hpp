@@ -1,0 +1,281 @@
+#pragma once
+// What the tokenizer.json models (wordpiece_model.hpp, wordlevel_model.hpp, bpe_model.hpp,
+// unigram_model.hpp) share: a token <-> id vocabulary read from JSON with errors naming the field,
+// a flat hash map of 64-bit keys (the BPE merges, per-character ids), and a trie over code points
+// (WordPiece's longest match, Unigram's common-prefix search).
+//
+// The reference (tokenizers/src/models) keys everything by UTF-8 strings in hash maps. A model
+// here gets a split's code points, so the hot paths look code points up directly: a vocab token
+// that is valid UTF-8 matches a run of code points exactly when its bytes match the run's bytes,
+// so the results are the same without re-encoding each candidate.
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stile/core/error.hpp"
+#include "stile/io/strict_json.hpp"
+#include "stile/text/tokenizer_parts.hpp"
+#include "stile/text/utf8.hpp"
+
+namespace stile::tok::model_detail {
+
+// Refused as absurd: more vocab entries or merges than any real tokenizer has (the largest have
+// a few hundred thousand), ids beyond what Token::id (int32) holds.
+inline constexpr std::size_t kMaxEntries = std::size_t{1} << 24;
+inline constexpr std::uint64_t kMaxId = std::numeric_limits<std::int32_t>::max() - 1;
+
+struct StringHash {
+  using is_transparent = void;
+  [[nodiscard]] std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+using IdMap = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
+
+// A valid UTF-8 string's code points (false when it is not valid UTF-8).
+inline bool decode_utf8(std::string_view text, std::u32string& out) {
+  out.clear();
+  for (std::size_t at = 0; at < text.size();) {
+    const utf8::DecodedChar d = utf8::decode(text, at);
+    if (!d.valid) return false;
+    out.push_back(d.code_point);
+    at += d.size;
+  }
+  return true;
+}
+
+inline void append_utf8(std::string& out, std::u32string_view text) {
+  for (const char32_t c : text) utf8::append(out, c);
+}
+
+[[nodiscard]] inline std::uint32_t utf8_size(char32_t c) noexcept {
+  if (c < 0x80) return 1;
+  if (c < 0x800) return 2;
+  if (c < 0x10000 || c > 0x10FFFF) return 3;  // utf8::append writes U+FFFD for what cannot be encoded
+  return 4;
+}
+
+// Token <-> id. Ids need not be dense (the reference allows holes); the reverse table is a
+// vector, so ids far beyond the number of tokens are refused when read (read_vocab_object).
+class TokenVocab {
+ public:
+  // Adds token with id, replacing an earlier id of the same token (as the reference's map does).
+  void set(std::string token, std::int32_t id) {
+    auto [it, inserted] = ids_.insert_or_assign(std::move(token), id);
+    (void)inserted;
+    const auto index = static_cast<std::size_t>(id);
+    if (index >= by_id_.size()) by_id_.resize(index + 1, nullptr);
+    by_id_[index] = &it->first;
+  }
+  [[nodiscard]] std::optional<std::int32_t> find(std::string_view token) const {
+    const auto it = ids_.find(token);
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+  [[nodiscard]] std::optional<std::string_view> token(std::int32_t id) const {
+    if (id < 0 || static_cast<std::size_t>(id) >= by_id_.size() || by_id_[static_cast<std::size_t>(id)] == nullptr) {
+      return std::nullopt;
+    }
+    return std::string_view(*by_id_[static_cast<std::size_t>(id)]);
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return ids_.size(); }
+  [[nodiscard]] const IdMap& ids() const noexcept { return ids_; }
+
+ private:
+  IdMap ids_;
+  std::vector<const std::string*> by_id_;  // points at ids_'s keys (node-based: stable)
+};
+
+// A JSON string member's value, or a clear error naming the field.
+inline const std::string& read_string(const nlohmann::json& j, const JsonPlace& place) {
+  if (!j.is_string()) place.fail("must be a string, got ", json_excerpt(j));
+  return j.get_ref<const std::string&>();
+}
+// null -> nullopt, else a string.
+inline std::optional<std::string> read_optional_string(const nlohmann::json& j, const JsonPlace& place) {
+  if (j.is_null()) return std::nullopt;
+  return read_string(j, place);
+}
+inline bool read_bool(const nlohmann::json& j, const JsonPlace& place) {
+  if (!j.is_boolean()) place.fail("must be true or false, got ", json_excerpt(j));
+  return j.get<bool>();
+}
+// A whole number >= 0 that fits in the reference's type (u32 ids, usize sizes).
+inline std::uint64_t read_whole(const nlohmann::json& j, std::uint64_t max, const JsonPlace& place) {
+  std::uint64_t v = 0;
+  if (j.is_number_unsigned()) {
+    v = j.get<std::uint64_t>();
+  } else if (j.is_number_integer() && j.get<std::int64_t>() >= 0) {
+    v = static_cast<std::uint64_t>(j.get<std::int64_t>());
+  } else {
+    place.fail("must be a whole number >= 0, got ", json_excerpt(j));
+  }
+  if (v > max) place.fail("is ", v, ", more than ", max, " (absurd)");
+  return v;
+}
+
+// {"token": id, ...} (WordPiece, WordLevel, BPE). Refused: not an object, an id that is not a
+// whole number or is beyond int32, two tokens with one id (the reference would keep either,
+// depending on hash order), ids far beyond the number of tokens (a reverse table that large).
+inline TokenVocab read_vocab_object(const nlohmann::json& j, const JsonPlace& place) {
+  if (!j.is_object()) place.fail("must be a JSON object {token: id}, got ", json_excerpt(j));
+  if (j.size() > kMaxEntries) place.fail("has ", j.size(), " entries, more than ", kMaxEntries, " (absurd)");
+  std::uint64_t max_id = 0;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    max_id = std::max(max_id, read_whole(it.value(), kMaxId, place / concat("\"", it.key(), "\"")));
+  }
+  if (!j.empty() && max_id >= 4 * static_cast<std::uint64_t>(j.size()) + 65536) {
+    place.fail("has ids up to ", max_id, " for ", j.size(), " tokens (absurd holes)");
+  }
+  TokenVocab vocab;
+  std::vector<const std::string*> owner(j.empty() ? 0 : static_cast<std::size_t>(max_id) + 1, nullptr);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto id = it.value().get<std::uint64_t>();
+    if (owner[id] != nullptr) {
+      place.fail("tokens \"", *owner[id], "\" and \"", it.key(), "\" both have id ", id);
+    }
+    owner[id] = &it.key();
+    vocab.set(it.key(), static_cast<std::int32_t>(id));
+  }
+  return vocab;
+}
+
+// An open-addressing hash map from 64-bit keys (never ~0) to small values, for the hot paths
+// (std::unordered_map's node per entry costs a cache miss per lookup).
+template <class Value>
+class FlatMap64 {
+ public:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+
+  FlatMap64() { rehash(16); }
+
+  // Sets key's value (replacing an earlier one).
+  void set(std::uint64_t key, Value value) {
+    if ((size_ + 1) * 2 > keys_.size()) rehash(keys_.size() * 2);
+    std::size_t i = slot(key);
+    while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask_;
+    if (keys_[i] == kEmpty) ++size_;
+    keys_[i] = key;
+    values_[i] = value;
+  }
+  [[nodiscard]] const Value* find(std::uint64_t key) const noexcept {
+    for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  [[nodiscard]] std::size_t slot(std::uint64_t key) const noexcept {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
+  }
+  void rehash(std::size_t capacity) {
+    std::vector<std::uint64_t> keys(capacity, kEmpty);
+    std::vector<Value> values(capacity);
+    keys.swap(keys_);
+    values.swap(values_);
+    mask_ = capacity - 1;
+    shift_ = 64 - std::countr_zero(capacity);
+    size_ = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] != kEmpty) set(keys[i], values[i]);
+    }
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<Value> values_;
+  std::size_t mask_ = 0;
+  int shift_ = 60;
+  std::size_t size_ = 0;
+};
+
+// A trie over code points whose nodes may hold a value (a token id). Edges live in one flat hash
+// map keyed by (node, code point); the root's ASCII edges in a table.
+class CodeTrie {
+ public:
+  CodeTrie() {
+    values_.push_back(-1);
+    root_ascii_.fill(0);
+  }
+
+  // Sets the value at key's node (replacing an earlier one). An empty key is ignored: the
+  // reference's search never reports the empty prefix.
+  void insert(std::u32string_view key, std::int32_t value) {
+    if (key.empty()) return;
+    std::uint32_t node = 0;
+    for (const char32_t c : key) {
+      std::uint32_t next = child(node, c);
+      if (next == 0) {
+        next = static_cast<std::uint32_t>(values_.size());
+        values_.push_back(-1);
+        if (node == 0 && c < 128) {
+          root_ascii_[c] = next;
+        } else {
+          edges_.set(edge_key(node, c), next);
+        }
+      }
+      node = next;
+    }
+    values_[node] = value;
+  }
+
+  // Calls f(length, value) for every key that is a prefix of text (shortest first).
+  template <class F>
+  void for_each_prefix(std::u32string_view text, F&& f) const {
+    std::uint32_t node = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      node = child(node, text[i]);
+      if (node == 0) return;
+      if (values_[node] >= 0) f(i + 1, values_[node]);
+    }
+  }
+
+  // The longest key that is a prefix of text: {length, value}, or {0, -1}.
+  [[nodiscard]] std::pair<std::size_t, std::int32_t> longest_prefix(std::u32string_view text) const {
+    std::pair<std::size_t, std::int32_t> best{0, -1};
+    for_each_prefix(text, [&](std::size_t length, std::int32_t value) { best = {length, value}; });
+    return best;
+  }
+
+ private:
+  [[nodiscard]] static std::uint64_t edge_key(std::uint32_t node, char32_t c) noexcept {
+    return (static_cast<std::uint64_t>(node) << 32) | static_cast<std::uint32_t>(c);
+  }
+  [[nodiscard]] std::uint32_t child(std::uint32_t node, char32_t c) const noexcept {
+    if (node == 0 && c < 128) return root_ascii_[c];
+    const std::uint32_t* next = edges_.find(edge_key(node, c));
+    return next == nullptr ? 0 : *next;
+  }
+
+  std::vector<std::int32_t> values_;  // per node; -1: no key ends here
+  FlatMap64<std::uint32_t> edges_;    // child 0 never occurs (the root), so 0 means none
+  std::array<std::uint32_t, 128> root_ascii_{};
+};
+
+// The id of the byte fallback token "<0xNN>" of every byte (the reference's format "<{:#04X}>"),
+// -1 where the vocab has none.
+template <class Lookup>
+std::array<std::int32_t, 256> byte_token_ids(Lookup&& lookup) {
+  std::array<std::int32_t, 256> ids{};
+  constexpr char kHex[] = "0123456789ABCDEF";
+  for (std::size_t b = 0; b < 256; ++b) {
+    const std::string name{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    const std::optional<std::int32_t> id = lookup(name);
+    ids[b] = id ? *id : -1;
+  }
+  return ids;
+}
+
+}  // namespace stile::tok::model_detail

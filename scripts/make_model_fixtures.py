@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Fixtures for tests/tokenizer/test_models.cpp: small WordPiece, BPE and Unigram models trained
+with the reference (Hugging Face tokenizers, /work/main/.venv-ref) on SST-2 train.tsv lines, and
+the reference's tokens for pieces run through each model alone (Model.tokenize).
+
+    .venv-ref/bin/python scripts/make_model_fixtures.py            # writes tests/tokenizer/data/models/
+    .venv-ref/bin/python scripts/make_model_fixtures.py --out /tmp/sweep --pieces 20000 --vocab 4000
+
+Written per model variant NAME:
+    NAME.json         the tokenizer.json "model" object, as the reference writes it (some variants
+                      edited: options, the legacy "a b" merges), reloaded by the reference to
+                      produce the cases, so the cases are what the reference makes of this file;
+    NAME.cases.jsonl  one line per piece: ["piece", [[id, begin, end], ...]], begin/end in code
+                      points of the piece (the reference reports bytes: a token covers the
+                      characters its bytes touch, as the reference's pipeline converts them).
+
+Training uses train.tsv lines only (the first --train-lines); the pieces are words of later
+train.tsv lines (whitespace/punctuation split, as BertPreTokenizer would give) plus hard pieces:
+characters outside the vocab, emoji, accents, CJK, very long words, repeated letters (merge
+ties), the unk token written out, the continuation prefix.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "..", "shared", "data", "sst2", "train.tsv")
+
+
+def sst2_lines():
+    with open(TRAIN, encoding="utf-8") as f:
+        next(f)
+        return [line.split("\t")[0] for line in f]
+
+
+def words_of(lines):
+    pre = pre_tokenizers.BertPreTokenizer()
+    for line in lines:
+        for word, _ in pre.pre_tokenize_str(line):
+            yield word
+
+
+def hard_pieces(rng):
+    fixed = [
+        "a", "the", "unbelievably", "antidisestablishmentarianism", "aaaaaaaaaaaaaaaa", "abababababab",
+        "lll", "llll", "eeeee", "ssss", "mississippi", "bananas", "rrrrrrrrr",
+        "é", "café", "naïve", "über", "façade", "Ωmega", "日本語", "中文字", "한국어", "العربية",
+        "😀", "😀😀", "a😀b", "👍🏽", "🇫🇷", "e\u0301", "\u200b", "x\u00a0y", "\ufffd", "\U0010ffff",
+        "ﬁ", "Ⅻ", "½", "①", "𝔘𝔫𝔦", "ǅ", "ß", "İ", "ΣΑΣ",
+        "[UNK]", "<unk>", "##", "##ing", "#", "</w>", "a</w>", "<0x41>", "▁", "▁the",
+        "ab" * 60, "x" * 99, "y" * 100, "z" * 101, "the" * 40, "q" * 300,
+        "123456789", "3.14", "...", "!!!", "--", "''", "a-b", "A", "THE", "Hello",
+        "\u00e9\u00e9\u00e9", "zzqzzq", "qj", "ŋ", "ƒ", "ÿ", "Ā",
+    ]
+    # Random strings over a mix of ASCII, Latin-1, other scripts and emoji.
+    alphabet = list("abcdefghijklmnopqrstuvwxyz") * 4 + list("éèüñçß") + list("日本語中文") + ["😀", "👍", "∑", "ж", "ǅ"]
+    for _ in range(120):
+        fixed.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))))
+    return fixed
+
+
+def chars_touched(piece, begin, end):
+    """Byte range [begin, end) of piece -> the code points it touches."""
+    starts = []
+    at = 0
+    for c in piece:
+        starts.append(at)
+        at += len(c.encode("utf-8"))
+    n = len(piece)
+
+    def char_of(b):
+        i = 0
+        while i + 1 < n and starts[i + 1] <= b:
+            i += 1
+        return i
+
+    if n == 0:
+        return 0, 0
+    b = min(char_of(begin), n - 1) if begin < at else n - 1
+    e = char_of(end - 1) + 1 if end < at else n
+    return b, max(e, b + 1)
+
+
+def train(kind, lines, vocab_size):
+    if kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[UNK]"])
+    elif kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"])
+    elif kind == "bpe_affix":
+        tok = Tokenizer(models.BPE(unk_token="<unk>", continuing_subword_prefix="##", end_of_word_suffix="</w>"))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"],
+                                      continuing_subword_prefix="##", end_of_word_suffix="</w>")
+    elif kind == "unigram":
+        tok = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<unk>"], unk_token="<unk>")
+    else:
+        raise ValueError(kind)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(lines, trainer)
+    return json.loads(tok.to_str())["model"]
+
+
+def byte_tokens():
+    return ["<0x%02X>" % b for b in range(256)]
+
+
+def variants(lines, vocab_size):
+    """(name, model json) pairs."""
+    out = []
+    wp = train("wordpiece", lines, vocab_size)
+    out.append(("wordpiece", wp))
+    wp_short = dict(wp, max_input_chars_per_word=8)
+    out.append(("wordpiece_short", wp_short))
+
+    bpe = train("bpe", lines, vocab_size)
+    out.append(("bpe", bpe))
+    legacy = dict(bpe, merges=["%s %s" % tuple(m) for m in bpe["merges"]])
+    legacy["merges"] = ["#version: 0.2"] + legacy["merges"]
+    out.append(("bpe_legacy_fuse", dict(legacy, fuse_unk=True)))
+    out.append(("bpe_ignore_merges", dict(bpe, ignore_merges=True)))
+    out.append(("bpe_no_unk", dict(bpe, unk_token=None)))
+    # byte_fallback: "<0xNN>" tokens appended for most bytes (some left out, so unk still shows).
+    vocab = dict(bpe["vocab"])
+    for t in byte_tokens():
+        if t not in vocab and t not in ("<0xF0>", "<0x9F>"):
+            vocab[t] = len(vocab)
+    out.append(("bpe_byte_fallback", dict(bpe, vocab=vocab, byte_fallback=True, fuse_unk=True)))
+    out.append(("bpe_affix", train("bpe_affix", lines, vocab_size)))
+
+    uni = train("unigram", lines, vocab_size)
+    out.append(("unigram", uni))
+    uvocab = list(uni["vocab"])
+    have = {p for p, _ in uvocab}
+    for t in byte_tokens():
+        if t not in have and t not in ("<0xF0>", "<0x9F>"):
+            uvocab.append([t, -20.0])
+    out.append(("unigram_byte_fallback", dict(uni, vocab=uvocab, byte_fallback=True)))
+    # Ties: equal scores everywhere, so only the reference's order decides.
+    out.append(("unigram_ties", dict(uni, vocab=[[p, -1.0] for p, _ in uni["vocab"]])))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "tokenizer", "data", "models"))
+    ap.add_argument("--train-lines", type=int, default=400)
+    ap.add_argument("--vocab", type=int, default=400)
+    ap.add_argument("--pieces", type=int, default=600, help="SST-2 words (distinct) per model")
+    args = ap.parse_args()
+
+    rng = random.Random(41)
+    lines = sst2_lines()
+    train_lines = lines[: args.train_lines]
+    seen = set()
+    pieces = []
+    for w in words_of(lines[args.train_lines:]):
+        if w not in seen:
+            seen.add(w)
+            pieces.append(w)
+        if len(pieces) >= args.pieces:
+            break
+    pieces += [p for p in hard_pieces(rng) if p not in seen]
+
+    os.makedirs(args.out, exist_ok=True)
+    for name, model in variants(train_lines, args.vocab):
+        model_text = json.dumps(model, ensure_ascii=False)
+        with open(os.path.join(args.out, name + ".json"), "w", encoding="utf-8") as f:
+            f.write(model_text + "\n")
+        # The reference reads the very file written.
+        ref = Tokenizer.from_str(json.dumps({"version": "1.0", "model": model})).model
+        with open(os.path.join(args.out, name + ".cases.jsonl"), "w", encoding="utf-8") as f:
+            for p in pieces:
+                try:
+                    toks = ref.tokenize(p)
+                except Exception as e:  # the reference refuses (a missing unk): recorded as such
+                    f.write(json.dumps([p, "error"], ensure_ascii=False) + "\n")
+                    continue
+                rows = [[t.id, *chars_touched(p, *t.offsets)] for t in toks]
+                f.write(json.dumps([p, rows], ensure_ascii=False, separators=(",", ":")) + "\n")
+        print(name, len(pieces), "pieces", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
