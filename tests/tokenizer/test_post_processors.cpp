@@ -124,6 +124,11 @@ std::vector<PatternMatch> gpt2_matches(std::u32string_view t) {
   return out;
 }
 
+struct CaseTruncation {
+  std::optional<stile::Truncation> truncation;
+  TruncationDirection direction = TruncationDirection::right;
+};
+
 struct Pipeline {
   json tokenizer;
   std::unique_ptr<WordLevel> model;
@@ -179,12 +184,12 @@ struct Pipeline {
   }
 
   Encoding encode(const std::string& text, const std::optional<std::string>& pair, bool add,
-                  const std::optional<Truncation>& truncation) const {
+                  const CaseTruncation& truncation) const {
     Encoding first = encode_one(text, 0);
     std::optional<Encoding> second;
     if (pair) second = encode_one(*pair, 1);
-    return post_process(processor.get(), std::move(first), std::move(second), add, truncation, text,
-                        pair ? std::optional<std::string_view>(*pair) : std::nullopt);
+    return post_process(processor.get(), std::move(first), std::move(second), add, truncation.truncation, text,
+                        pair ? std::optional<std::string_view>(*pair) : std::nullopt, truncation.direction);
   }
 };
 
@@ -204,17 +209,16 @@ std::uint32_t char_offset(std::string_view text, std::uint32_t byte) {
   return chars;
 }
 
-std::optional<Truncation> truncation_of(const json& j) {
-  if (j.is_null()) return std::nullopt;
-  Truncation t;
+CaseTruncation truncation_of(const json& j) {
+  if (j.is_null()) return {};
+  stile::Truncation t;
   t.max_length = j.at("max_length").get<std::size_t>();
   t.stride = j.at("stride").get<std::size_t>();
   const std::string s = j.at("strategy").get<std::string>();
-  t.strategy = s == "longest_first" ? TruncationStrategy::longest_first
-               : s == "only_first"  ? TruncationStrategy::only_first
-                                    : TruncationStrategy::only_second;
-  t.direction = j.at("direction") == "left" ? TruncationDirection::left : TruncationDirection::right;
-  return t;
+  t.strategy = s == "longest_first" ? stile::TruncationStrategy::longest_first
+               : s == "only_first"  ? stile::TruncationStrategy::only_first
+                                    : stile::TruncationStrategy::only_second;
+  return {t, j.at("direction") == "left" ? TruncationDirection::left : TruncationDirection::right};
 }
 
 // The differences between an encoding and the reference's, "" when none.
@@ -264,7 +268,7 @@ void check_fixture(const std::string& name) {
     const std::optional<std::string> pair =
         c.at("pair").is_null() ? std::nullopt : std::optional<std::string>(c.at("pair").get<std::string>());
     const bool add = c.at("add_special_tokens").get<bool>();
-    const std::optional<Truncation> truncation = truncation_of(c.at("truncation"));
+    const CaseTruncation truncation = truncation_of(c.at("truncation"));
     INFO(name << " case " << c.dump());
     ++total;
     if (c.contains("error")) {
@@ -339,23 +343,21 @@ TEST_CASE("truncation windows and errors", "[tokenizer][post]") {
     CHECK_THROWS_WITH(truncate_encoding(e, 3, 3, TruncationDirection::right), Contains("stride 3"));
   }
   SECTION("only_second on one text") {
-    Truncation t;
+    stile::Truncation t;
     t.max_length = 3;
-    t.strategy = TruncationStrategy::only_second;
+    t.strategy = stile::TruncationStrategy::only_second;
     CHECK_THROWS_WITH(truncate_encodings(e, nullptr, t), Contains("second text"));
   }
-  SECTION("read from tokenizer.json") {
-    const auto t = read_truncation(
-        json::parse(R"({"direction":"Left","max_length":128,"strategy":"OnlyFirst","stride":16})"), {"tok.json", "truncation"});
-    REQUIRE(t);
-    CHECK(t->max_length == 128);
-    CHECK(t->stride == 16);
-    CHECK(t->strategy == TruncationStrategy::only_first);
-    CHECK(t->direction == TruncationDirection::left);
-    CHECK_FALSE(read_truncation(json(nullptr), {"tok.json", "truncation"}));
-    CHECK_THROWS_WITH(read_truncation(json::parse(R"({"max_length":1,"strategy":"Middle","stride":0})"),
-                                      {"tok.json", "truncation"}),
-                      Contains("truncation.strategy") && Contains("Middle"));
+  SECTION("max_length below the special tokens: the reference cuts nothing") {
+    const WordLevel model(json::parse(R"({"vocab":{"[UNK]":0,"[CLS]":1,"[SEP]":2},"unk_token":"[UNK]"})"));
+    const AddedVocabulary added;
+    const auto bert = read_post_processor(
+        json::parse(R"({"type":"BertProcessing","sep":["[SEP]",2],"cls":["[CLS]",1]})"), place(), model, added);
+    stile::Truncation t;
+    t.max_length = 1;
+    const Encoding out = post_process(bert.get(), e, std::nullopt, true, t);
+    CHECK(out.size() == 9);
+    CHECK(out.overflowing.empty());
   }
 }
 

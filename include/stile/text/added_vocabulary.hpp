@@ -276,6 +276,12 @@ class AddedVocabulary {
     for (const auto& [id, entry] : by_id_) f(id, entry.token);
   }
   [[nodiscard]] std::size_t size() const noexcept { return by_id_.size(); }
+  // One past the largest added id (0 without added tokens).
+  [[nodiscard]] std::size_t end_id() const noexcept {
+    std::size_t end = 0;
+    for (const auto& [id, entry] : by_id_) end = std::max(end, static_cast<std::size_t>(id) + 1);
+    return end;
+  }
   [[nodiscard]] bool empty() const noexcept { return by_id_.empty(); }
 
  private:

@@ -499,23 +499,30 @@ class TokenizerPostProcessor final : public PostProcessor {
   return post_detail::to_encoding(post_detail::merge(encodings));
 }
 
+// The name the pipeline uses for default_process.
+[[nodiscard]] inline Encoding merge_without_processor(Encoding first, std::optional<Encoding> second) {
+  return default_process(first, second);
+}
+
 // The reference's post_process: truncation (max_length less the processor's added tokens when
 // special tokens are added), then the processor (or default_process). `first` and `second` straight
 // from the model: ids, offsets (bytes of their own text), type ids 0 and 1. The texts (optional)
-// let trim_offsets see what an lstrip/rstrip added token matched.
+// let trim_offsets see what an lstrip/rstrip added token matched (RoBERTa's <mask>: without them
+// its offsets keep the space it took).
 [[nodiscard]] inline Encoding post_process(const PostProcessor* processor, Encoding first,
                                            std::optional<Encoding> second, bool add_special_tokens,
                                            const std::optional<Truncation>& truncation,
                                            std::optional<std::string_view> first_text = std::nullopt,
-                                           std::optional<std::string_view> second_text = std::nullopt) {
-  if (truncation) {
+                                           std::optional<std::string_view> second_text = std::nullopt,
+                                           TruncationDirection direction = TruncationDirection::right) {
+  if (truncation && truncation->max_length != kNoTruncation) {
     Truncation params = *truncation;
     const std::size_t added = processor != nullptr ? processor->added_tokens(second.has_value()) : 0;
     if (add_special_tokens && added > 0) {
       // The reference subtracts in usize, which wraps when max_length < added: then nothing is cut.
       params.max_length = params.max_length >= added ? params.max_length - added : kNoTruncation;
     }
-    truncate_encodings(first, second ? &*second : nullptr, params);
+    if (params.max_length != kNoTruncation) truncate_encodings(first, second ? &*second : nullptr, params, direction);
   }
   if (processor == nullptr) return default_process(first, second);
   if (const auto* p = dynamic_cast<const TokenizerPostProcessor*>(processor)) {

@@ -1,7 +1,7 @@
 #pragma once
 // Truncation of a tokenized text or pair to a maximum length, with the windows that overflow it:
-// Hugging Face tokenizers' TruncationParams and truncate_encodings (utils/truncation.rs) and
-// Encoding::truncate (tokenizer/encoding.rs), and the "truncation" object of a tokenizer.json.
+// Hugging Face tokenizers' truncate_encodings (utils/truncation.rs) and Encoding::truncate
+// (tokenizer/encoding.rs).
 //
 // Where it runs (the reference's post_process): after both texts are tokenized, before the
 // post-processor, with max_length less the post-processor's added_tokens(is_pair) when special
@@ -9,12 +9,15 @@
 //
 // No early exit while tokenizing: the Rust sources next to the reference stop tokenizing a text
 // once max_length tokens are made (tokenize_with_limit), but the installed reference (tokenizers
-// 0.23.3, the one stile matches) does not: max_length 3 (2 added tokens) over 8 words gives all 8
-// words in the windows. So the pipeline tokenizes every text whole.
+// 0.23.3, the one stile matches) does not: BertProcessing, max_length 3, 8 words gives [CLS] w1
+// [SEP] and 7 overflowing windows, all 8 words; with the early exit there would be 2. The
+// fixtures of test_post_processors (truncation with strides, all windows) pass only without it.
+// So the pipeline tokenizes every text whole.
 //
 // The reference panics where a stride does not fit a window (stride >= the window's length) and
 // wraps around where max_length is less than the added tokens (then it does not truncate at all);
 // here the first is a stile::Error, the second is kept (no truncation), as the reference gives.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,71 +25,18 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "stile/core/error.hpp"
+#include "stile/core/file_error.hpp"
 #include "stile/text/encoding.hpp"
-#include "stile/text/tokenizer_parts.hpp"
 
 namespace stile::tok {
 
-enum class TruncationStrategy {
-  longest_first,  // cut the longer text of a pair first (both when both are too long)
-  only_first,
-  only_second,
-};
-
+// stile::Truncation and TruncationStrategy (encoding.hpp) say how much and which text; the
+// direction is separate (stile::Truncation has none: right unless a caller asks for left).
 enum class TruncationDirection {
   right,  // keep the first tokens; windows go on to the right
   left,   // keep the last tokens; windows go on to the left
 };
-
-struct Truncation {
-  std::size_t max_length = 512;
-  std::size_t stride = 0;  // tokens each window repeats from the one before
-  TruncationStrategy strategy = TruncationStrategy::longest_first;
-  TruncationDirection direction = TruncationDirection::right;
-};
-
-// tokenizer.json's "truncation": null -> nullopt; else {"max_length", "stride", "strategy"
-// ("LongestFirst" | "OnlyFirst" | "OnlySecond"), "direction" ("Right" | "Left", default Right)}.
-[[nodiscard]] inline std::optional<Truncation> read_truncation(const nlohmann::json& j, const JsonPlace& place) {
-  if (j.is_null()) return std::nullopt;
-  if (!j.is_object()) place.fail("must be null or a JSON object, got ", json_excerpt(j));
-  const auto member = [&](std::string_view key) -> const nlohmann::json& {
-    const auto it = j.find(key);
-    if (it == j.end()) place.fail("missing \"", key, "\"");
-    return *it;
-  };
-  const auto whole = [&](std::string_view key) {
-    const nlohmann::json& v = member(key);
-    if (!v.is_number_unsigned()) (place / key).fail("must be a non-negative integer, got ", json_excerpt(v));
-    return static_cast<std::size_t>(v.get<std::uint64_t>());
-  };
-  Truncation t;
-  t.max_length = whole("max_length");
-  t.stride = whole("stride");
-  const nlohmann::json& strategy = member("strategy");
-  if (strategy == "LongestFirst") {
-    t.strategy = TruncationStrategy::longest_first;
-  } else if (strategy == "OnlyFirst") {
-    t.strategy = TruncationStrategy::only_first;
-  } else if (strategy == "OnlySecond") {
-    t.strategy = TruncationStrategy::only_second;
-  } else {
-    (place / "strategy").fail(json_excerpt(strategy), " is not a strategy (LongestFirst, OnlyFirst, OnlySecond)");
-  }
-  if (const auto it = j.find("direction"); it != j.end()) {
-    if (*it == "Right") {
-      t.direction = TruncationDirection::right;
-    } else if (*it == "Left") {
-      t.direction = TruncationDirection::left;
-    } else {
-      (place / "direction").fail(json_excerpt(*it), " is not a direction (Right, Left)");
-    }
-  }
-  return t;
-}
 
 // The reference's Encoding::truncate on an encoding straight from the model (ids, type ids,
 // offsets; the rest empty or parallel): keeps max_length tokens, the others become the windows of
@@ -144,10 +94,11 @@ inline void truncate_encoding(Encoding& e, std::size_t max_length, std::size_t s
 
 // The reference's truncate_encodings: `params.max_length` is the length for the texts (already less
 // the post-processor's special tokens). Errors as the reference's TruncationError.
-inline void truncate_encodings(Encoding& first, Encoding* second, const Truncation& params) {
+inline void truncate_encodings(Encoding& first, Encoding* second, const Truncation& params,
+                               TruncationDirection direction = TruncationDirection::right) {
   if (params.max_length == 0) {
-    truncate_encoding(first, 0, params.stride, params.direction);
-    if (second != nullptr) truncate_encoding(*second, 0, params.stride, params.direction);
+    truncate_encoding(first, 0, params.stride, direction);
+    if (second != nullptr) truncate_encoding(*second, 0, params.stride, direction);
     return;
   }
   const std::size_t total = first.size() + (second != nullptr ? second->size() : 0);
@@ -156,7 +107,7 @@ inline void truncate_encodings(Encoding& first, Encoding* second, const Truncati
   switch (params.strategy) {
     case TruncationStrategy::longest_first: {
       if (second == nullptr) {
-        truncate_encoding(first, total - to_remove, params.stride, params.direction);
+        truncate_encoding(first, total - to_remove, params.stride, direction);
         return;
       }
       std::size_t n1 = first.size();
@@ -169,8 +120,8 @@ inline void truncate_encodings(Encoding& first, Encoding* second, const Truncati
         n2 = n1 + params.max_length % 2;
       }
       if (swap) std::swap(n1, n2);
-      truncate_encoding(first, n1, params.stride, params.direction);
-      truncate_encoding(*second, n2, params.stride, params.direction);
+      truncate_encoding(first, n1, params.stride, direction);
+      truncate_encoding(*second, n2, params.stride, direction);
       return;
     }
     case TruncationStrategy::only_first:
@@ -185,7 +136,7 @@ inline void truncate_encodings(Encoding& first, Encoding* second, const Truncati
                            target->size(), " tokens) is too short to remove the ", to_remove,
                            " tokens max_length asks for"));
       }
-      truncate_encoding(*target, target->size() - to_remove, params.stride, params.direction);
+      truncate_encoding(*target, target->size() - to_remove, params.stride, direction);
       return;
     }
   }
