@@ -17,9 +17,11 @@
 //   matches newline" ((?s)), \h is a hex digit, \v is U+000B only, \uHHHH is a code point,
 //   {,n} is {0,n}. What PCRE2 cannot express (absent operator (?~...), \y \Y, character-class
 //   intersection &&, nested classes, callouts, other option letters) is refused by name.
-// - Unicode classes: \s, \d, \w, \p{L}, \p{N}... follow PCRE2's tables, with the code points
-//   where Oniguruma's tables (a newer Unicode) differ added (unicode_regex_tables.hpp,
-//   generated from the reference by scripts/make_pre_tokenizer_tables.py).
+// - Unicode classes \s, \d, \w, \p{L}, \p{N}, \p{Han}... are Oniguruma's: where PCRE2's tables
+//   differ (PCRE2 10.42 has Unicode 14, the reference's Oniguruma Unicode 16; \w, \s and scripts
+//   are defined differently), the class becomes PCRE2 items holding exactly Oniguruma's code
+//   points (unicode_regex_tables.hpp, generated from the reference by
+//   scripts/make_pre_tokenizer_tables.py). Other properties and spellings follow PCRE2's tables.
 //
 // Thread safety: a const Regex may be used from many threads at once; the match data, match
 // context and JIT stack are per thread (thread_local), allocated once per thread.
@@ -71,13 +73,13 @@ inline void append_ascii(std::u32string& out, std::string_view s) {
 inline bool is_hex(char32_t c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 inline bool is_digit(char32_t c) { return c >= '0' && c <= '9'; }
 
-// The code points a class escape or property of PCRE2 lacks compared with Oniguruma's (the
-// reference's) tables, as class items ("\x{...}-\x{...}"), or empty when they agree.
-inline std::u32string_view onig_extra_items(std::u32string_view name) {
-  for (const auto& e : unicode_regex_tables::kOnigExtra) {
-    if (name == e.name) return e.items;
+// Oniguruma's class for an escape ("\\s") or a property name ("L"), where PCRE2's differs: PCRE2
+// class items with exactly its code points; nullptr where the two agree.
+inline const unicode_regex_tables::OnigClass* onig_class(std::u32string_view name) {
+  for (const auto& e : unicode_regex_tables::kOnigClasses) {
+    if (name == e.name) return &e;
   }
-  return {};
+  return nullptr;
 }
 
 [[noreturn]] inline void refuse_pattern(std::u32string_view p, std::string_view what, const JsonPlace& place) {
@@ -96,28 +98,22 @@ inline std::u32string_view onig_extra_items(std::u32string_view name) {
   bool in_class = false;
   std::size_t class_start = 0;  // index in p of the first item of the open class
   const auto refuse = [&](std::string_view what) { refuse_pattern(p, what, place); };
-  // Adds a class escape or property: with the code points Oniguruma has on top of PCRE2, when
-  // any. `negated` escapes (\S, \P{..}) keep PCRE2's meaning: refused when the tables differ.
+  // Adds a class escape or property, with Oniguruma's code points where PCRE2's tables differ.
   const auto add_class = [&](std::u32string_view escape, std::u32string_view name, bool negated) {
-    const std::u32string_view extra = onig_extra_items(name);
-    if (extra.empty()) {
+    const unicode_regex_tables::OnigClass* onig = onig_class(name);
+    if (onig == nullptr) {
       out.append(escape);
-      return;
+    } else if (!in_class) {
+      append_ascii(out, negated ? "[^" : "[");
+      out.append(onig->items);
+      out.push_back(']');
+    } else if (!negated) {
+      out.append(onig->items);
+    } else if (!onig->complement.empty()) {
+      out.append(onig->complement);
+    } else {
+      refuse("a negated Unicode class (\\S, \\W, \\D, \\P{..}) inside [...]");
     }
-    if (negated) {
-      if (in_class) refuse("a negated Unicode class inside [...] whose tables differ");
-      // Not (escape's positive class or the extra code points).
-      append_ascii(out, "(?:(?![");
-      out.append(extra);
-      append_ascii(out, "])");
-      out.append(escape);
-      append_ascii(out, ")");
-      return;
-    }
-    if (!in_class) out.push_back('[');
-    out.append(escape);
-    out.append(extra);
-    if (!in_class) out.push_back(']');
   };
   for (std::size_t i = 0; i < p.size(); ++i) {
     const char32_t c = p[i];
