@@ -15,7 +15,8 @@
 //   normalized=true (their content passed through the normalizer) on each normalized piece.
 // Differences: none known for real files. Contents whose normalized form is empty are never
 // matched (the reference then splits the text at every byte offset, or panics inside a
-// character).
+// character); contents longer than 4096 bytes are refused (matching costs up to that many steps
+// per character of a text).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -139,6 +140,8 @@ class Trie {
 
 class AddedVocabulary {
  public:
+  static constexpr std::size_t kMaxContentBytes = 4096;
+
   AddedVocabulary() = default;
 
   // tokenizer.json's "added_tokens" (null or absent: empty), read as the reference does (see the
@@ -170,6 +173,11 @@ class AddedVocabulary {
       const nlohmann::json& content = member("content");
       if (!content.is_string()) (at / "content").fail("must be a string, got ", json_excerpt(content));
       token.content = content.get<std::string>();
+      // Matching walks a content's characters at each position of a text: bound that walk.
+      if (token.content.size() > kMaxContentBytes) {
+        (at / "content").fail("is ", token.content.size(), " bytes long (stile reads added tokens of at most ",
+                              kMaxContentBytes, ")");
+      }
       const auto flag = [&](std::string_view key) {
         const nlohmann::json& v = member(key);
         if (!v.is_boolean()) (at / key).fail("must be true or false, got ", json_excerpt(v));

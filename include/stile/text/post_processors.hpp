@@ -57,6 +57,9 @@ struct Trim {
   std::uint16_t trail_chars = 0;
   std::uint16_t trail_bytes = 0;
   bool from_text = false;  // an added token with lstrip/rstrip: count in the text it matched
+  bool lstrip = false;     // from_text: which sides took whitespace,
+  bool rstrip = false;
+  std::uint32_t content_bytes = 0;  // and the bytes of the content without it
 };
 
 // `vocabulary`: a model's token string, where 'Ġ' stands for one space byte; else text whose
@@ -387,6 +390,9 @@ class TrimTable {
       if (t.lstrip || t.rstrip) {
         Trim trim = trim_of(t.content, false);
         trim.from_text = true;
+        trim.lstrip = t.lstrip;
+        trim.rstrip = t.rstrip;
+        trim.content_bytes = static_cast<std::uint32_t>(std::min<std::size_t>(t.content.size(), 0xFFFFFFFFu));
         set(id, trim);
       } else if (const auto pattern = added.pattern(id)) {
         std::string s;
@@ -462,9 +468,17 @@ class TokenizerPostProcessor final : public PostProcessor {
       out.trims.reserve(e.size());
       for (std::size_t i = 0; i < e.size(); ++i) {
         post_detail::Trim t = trims_->at(e.input_ids[i]);
-        if (t.from_text && text) {
-          const TokenOffsets o = out.offsets[i];
-          if (o.begin <= o.end && o.end <= text->size()) t = post_detail::trim_of(text->substr(o.begin, o.end - o.begin), false);
+        const TokenOffsets o = out.offsets[i];
+        if (t.from_text && text && o.begin <= o.end && o.end <= text->size()) {
+          t = post_detail::trim_of(text->substr(o.begin, o.end - o.begin), false);
+        } else if (t.from_text && o.end - o.begin > t.content_bytes && o.begin <= o.end) {
+          // Without the text: the bytes past the content are the whitespace the token took, read
+          // as one byte a character (spaces); lstrip and rstrip both: counted on the left.
+          const auto extra = static_cast<unsigned>(std::min<std::uint32_t>(o.end - o.begin - t.content_bytes, 0x7FFF));
+          std::uint16_t& chars = t.lstrip ? t.lead_chars : t.trail_chars;
+          std::uint16_t& bytes = t.lstrip ? t.lead_bytes : t.trail_bytes;
+          chars = static_cast<std::uint16_t>(std::min(chars + extra, 0xFFFFu));
+          bytes = static_cast<std::uint16_t>(std::min(bytes + extra, 0xFFFFu));
         }
         out.trims.push_back(t);
       }
