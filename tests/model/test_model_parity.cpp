@@ -227,8 +227,9 @@ TEST_CASE(
   CHECK(encoder->config().max_seq_length == 256);
   CHECK(encoder->config().pooling == Pooling::kMean);
   CHECK(encoder->config().normalize);
-  CHECK(encoder->tokenizer().options().max_length == 256);
-  CHECK(encoder->tokenizer().options().normalizer.lowercase);
+  REQUIRE(encoder->tokenizer().truncation().has_value());
+  CHECK(encoder->tokenizer().truncation()->max_length == 256);
+  CHECK(encoder->tokenizer().encode("A Guitar").input_ids == encoder->tokenizer().encode("a guitar").input_ids);
 
   std::size_t mismatches = 0;
   for (const GoldenCase& c : g.cases()) {
@@ -576,8 +577,9 @@ TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS poolin
     CHECK(encoder.config().pooling == Pooling::kMean);
     CHECK_FALSE(encoder.config().normalize);
     CHECK(encoder.config().max_seq_length == 512);
-    CHECK(encoder.tokenizer().options().max_length == 512);
-    CHECK(encoder.tokenizer().options().normalizer.lowercase);
+    REQUIRE(encoder.tokenizer().truncation().has_value());
+    CHECK(encoder.tokenizer().truncation()->max_length == 512);
+    CHECK(encoder.tokenizer().encode("A Guitar").input_ids == encoder.tokenizer().encode("a guitar").input_ids);
     // Without Normalize the embedding is the plain mean of the hidden states.
     const double d = max_abs_diff(encoder.embed(g.text(c.id)), g.f32(key, "mean"));
     CHECK(d <= kHiddenTolerance);

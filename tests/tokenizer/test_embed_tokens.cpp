@@ -1,7 +1,7 @@
 // tools/embed --tokens against the tokenizer goldens: every SST-2 dev sentence, fed on standard
-// input, gives the reference ids of sst2_dev.ids, each with its vocabulary line as its piece
-// (--format json), and the text format lists "piece id" per token. Skipped with a warning when
-// the model or dev.tsv is missing.
+// input, gives the reference ids of sst2_dev.ids, each with its vocabulary line as its piece and
+// the library tokenizer's byte offsets (--format json), and the text format lists
+// "piece id begin end" per token. Skipped with a warning when the model or dev.tsv is missing.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -17,6 +17,7 @@
 
 #include "golden_files.hpp"
 #include "support/temp_dir.hpp"
+#include "stile/text/tokenizer.hpp"
 
 using namespace stile_test;
 
@@ -64,7 +65,12 @@ TEST_CASE("embed --tokens gives the reference ids and their pieces", "[tokenizer
   }
   REQUIRE(sentences.size() == expected.size());
 
-  SECTION("json: text, tokens and ids of every sentence") {
+  const stile::Tokenizer tokenizer = stile::Tokenizer::from_model_dir(STILE_MODEL_DIR);
+  // The offsets embed prints are the library's (their parity with the reference is
+  // test_tokenizer_json's): "begin end" of token t of sentence i.
+  const auto offsets_of = [&](std::size_t i) { return tokenizer.encode(sentences[i]).offsets; };
+
+  SECTION("json: text, tokens, ids and offsets of every sentence") {
     const nlohmann::json rows = nlohmann::json::parse(run_embed("--tokens --format json", input, dir));
     REQUIRE(rows.size() == sentences.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -75,16 +81,22 @@ TEST_CASE("embed --tokens gives the reference ids and their pieces", "[tokenizer
       std::vector<std::string> pieces;
       for (const std::int32_t id : ids) pieces.push_back(vocab.at(static_cast<std::size_t>(id)));
       CHECK(rows[i].at("tokens").get<std::vector<std::string>>() == pieces);
+      std::vector<std::vector<std::uint32_t>> want_offsets;
+      for (const stile::TokenOffsets& o : offsets_of(i)) want_offsets.push_back({o.begin, o.end});
+      CHECK(rows[i].at("offsets").get<std::vector<std::vector<std::uint32_t>>>() == want_offsets);
     }
   }
-  SECTION("text: the sentence and its token count, then \"piece id\" per token") {
+  SECTION("text: the sentence and its token count, then \"piece id begin end\" per token") {
     const std::string text = run_embed("--tokens", input, dir);
     std::string want;
     for (std::size_t i = 0; i < sentences.size(); ++i) {
       const std::vector<std::int32_t> ids = parse_ids(expected[i]);
+      const std::vector<stile::TokenOffsets> offsets = offsets_of(i);
+      REQUIRE(offsets.size() == ids.size());
       want += (i == 0 ? "" : "\n") + sentences[i] + " (" + std::to_string(ids.size()) + " tokens)\n";
-      for (const std::int32_t id : ids) {
-        want += vocab.at(static_cast<std::size_t>(id)) + " " + std::to_string(id) + "\n";
+      for (std::size_t t = 0; t < ids.size(); ++t) {
+        want += vocab.at(static_cast<std::size_t>(ids[t])) + " " + std::to_string(ids[t]) + " " +
+                std::to_string(offsets[t].begin) + " " + std::to_string(offsets[t].end) + "\n";
       }
     }
     CHECK(text == want);

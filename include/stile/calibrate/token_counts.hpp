@@ -11,8 +11,10 @@
 namespace stile {
 
 // occurrences of every token id of the tokenizer's vocabulary (vocab_size entries) in `sentences`,
-// special tokens included (every request has [CLS] and [SEP]).
-inline std::vector<double> token_counts(const WordPieceTokenizer& tokenizer, std::size_t vocab_size,
+// special tokens included (every request has [CLS] and [SEP]). Any tokenizer of text/ (the
+// vocab.txt WordPieceTokenizer, the tokenizer.json Tokenizer).
+template <class AnyTokenizer>
+std::vector<double> token_counts(const AnyTokenizer& tokenizer, std::size_t vocab_size,
                                         const std::vector<std::string>& sentences) {
   std::vector<double> counts(vocab_size, 0.0);
   for (const std::string& s : sentences) {
@@ -25,7 +27,8 @@ inline std::vector<double> token_counts(const WordPieceTokenizer& tokenizer, std
 }
 
 // The same over the sentences of a GLUE TSV (SST-2's train.tsv).
-inline std::vector<double> token_counts(const WordPieceTokenizer& tokenizer, std::size_t vocab_size,
+template <class AnyTokenizer>
+std::vector<double> token_counts(const AnyTokenizer& tokenizer, std::size_t vocab_size,
                                         const std::filesystem::path& glue_tsv) {
   return token_counts(tokenizer, vocab_size, read_glue_tsv(glue_tsv).sentences);
 }

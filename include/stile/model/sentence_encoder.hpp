@@ -1,5 +1,5 @@
 #pragma once
-// The sentence-transformers pipeline over a model directory: text -> WordPiece ids -> BERT encoder
+// The sentence-transformers pipeline over a model directory: text -> token ids -> BERT encoder
 // -> pooling -> (L2 normalize), giving what SentenceTransformer(dir).encode(text) gives.
 //
 //   SentenceEncoder encoder = SentenceEncoder::load(home / ".cache/stile/all-MiniLM-L6-v2");
@@ -14,16 +14,18 @@
 //                              checkpoint, as sentence-transformers treats one: BERT in dir, pooling
 //                              read from 1_Pooling/ if there, no Normalize.
 //   <bert>/config.json, <bert>/model.safetensors    BertModel::load
-//   <bert>/vocab.txt           the WordPiece vocabulary (required)
-//   <bert>/tokenizer_config.json      the tokenizer's normalizer: do_lower_case, strip_accents,
+//   <bert>/tokenizer.json      the tokenizer (text/tokenizer.hpp), taken as it is; when there is
+//                              none, <bert>/vocab.txt, BERT's WordPiece vocabulary, with
+//   <bert>/tokenizer_config.json      the normalizer of a vocab.txt: do_lower_case, strip_accents,
 //                              tokenize_chinese_chars. Missing: uncased BERT (lower-case, strip
 //                              accents, split CJK).
 //   <bert>/sentence_bert_config.json  max_seq_length: tokens per text including [CLS] and [SEP]
 //                              (256 for all-MiniLM-L6-v2); do_lower_case: lower-case the text
 //                              before the tokenizer (NOT the tokenizer's own lower-casing, which
 //                              is tokenizer_config.json's; false for all-MiniLM-L6-v2, whose
-//                              tokenizer lower-cases anyway). Missing: max_position_embeddings, no
-//                              extra lower-casing.
+//                              tokenizer lower-cases anyway; with a tokenizer.json it is refused:
+//                              stile does not lower-case text outside the tokenizer). Missing:
+//                              max_position_embeddings, no extra lower-casing.
 //   <pooling>/config.json      pooling_mode_mean_tokens or pooling_mode_cls_token, exactly one
 //                              (newer files may say "pooling_mode": "mean" | "cls"). Other modes
 //                              (max, mean_sqrt_len, weightedmean, lasttoken, or several at once)
@@ -52,7 +54,7 @@
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/core/file_error.hpp"
-#include "stile/text/wordpiece.hpp"
+#include "stile/text/tokenizer.hpp"
 #include "stile/model/bert_model.hpp"
 
 namespace stile {
@@ -73,6 +75,7 @@ inline constexpr const char* kModulesFile = "modules.json";
 inline constexpr const char* kSentenceBertConfigFile = "sentence_bert_config.json";
 inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
 inline constexpr const char* kVocabFile = "vocab.txt";
+inline constexpr const char* kTokenizerFile = "tokenizer.json";
 inline constexpr const char* kPoolingConfigFile = "config.json";  // inside the Pooling module's directory
 inline constexpr const char* kDefaultPoolingDir = "1_Pooling";
 
@@ -252,13 +255,36 @@ inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, 
   return settings;
 }
 
+// The model directory's tokenizer: tokenizer.json when there is one, else vocab.txt with the
+// normalizer of tokenizer_config.json.
+inline Tokenizer load_tokenizer(const fs::path& bert_dir, const SentenceBertSettings& settings) {
+  if (fs::exists(bert_dir / kTokenizerFile)) {
+    if (settings.lowercase_text) {
+      fail(bert_dir / kSentenceBertConfigFile,
+           "do_lower_case true with a tokenizer.json is not supported (stile lower-cases only inside a vocab.txt "
+           "tokenizer's normalizer)");
+    }
+    return Tokenizer::from_file(bert_dir / kTokenizerFile);
+  }
+  BertNormalizerOptions normalizer = read_normalizer(bert_dir);
+  if (settings.lowercase_text && !normalizer.lowercase) {
+    // sentence-transformers lower-cases the text before a cased tokenizer; lower-casing in the
+    // normalizer does the same, as long as accents are kept as the tokenizer would keep them.
+    // (One difference: a special token written in the text, "[SEP]", still matches here, where
+    // the reference would see "[sep]".)
+    normalizer.strip_accents = normalizer.strip_accents.value_or(false);
+    normalizer.lowercase = true;
+  }
+  return Tokenizer::from_vocab(Vocab::load(bert_dir / kVocabFile), normalizer);
+}
+
 }  // namespace sentence_encoder_detail
 
 class SentenceEncoder {
  public:
-  SentenceEncoder(BertModel model, WordPieceTokenizer tokenizer, SentenceEncoderConfig config)
+  SentenceEncoder(BertModel model, Tokenizer tokenizer, SentenceEncoderConfig config)
       : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config) {
-    require(tokenizer_.vocab().size() <= model_.config().vocab_size,
+    require(tokenizer_.vocab_size() <= model_.config().vocab_size,
             "SentenceEncoder: the vocabulary has more tokens than the model's embedding table");
     require(config_.max_seq_length >= 2 && config_.max_seq_length <= model_.config().max_position_embeddings,
             "SentenceEncoder: max_seq_length must be in [2, max_position_embeddings]");
@@ -273,21 +299,10 @@ class SentenceEncoder {
     BertConfig config = read_bert_config((layout.bert_dir / "config.json").string());
     const Pooling pooling = read_pooling(layout.pooling_dir, config.hidden);
     const SentenceBertSettings settings = read_sentence_bert_config(layout.bert_dir, config);
-    WordPieceOptions options;
-    options.normalizer = read_normalizer(layout.bert_dir);
-    options.max_length = settings.max_seq_length;
-    if (settings.lowercase_text && !options.normalizer.lowercase) {
-      // sentence-transformers lower-cases the text before a cased tokenizer; lower-casing in the
-      // normalizer does the same, as long as accents are kept as the tokenizer would keep them.
-      // (One difference: a special token written in the text, "[SEP]", still matches here, where
-      // the reference would see "[sep]".)
-      options.normalizer.strip_accents = options.normalizer.strip_accents.value_or(false);
-      options.normalizer.lowercase = true;
-    }
-    const fs::path vocab_file = layout.bert_dir / kVocabFile;
-    WordPieceTokenizer tokenizer = WordPieceTokenizer::load(vocab_file, options);
-    if (tokenizer.vocab().size() > config.vocab_size) {
-      fail(vocab_file, "has ", tokenizer.vocab().size(), " tokens, more than the model's vocab_size ",
+    Tokenizer tokenizer = load_tokenizer(layout.bert_dir, settings);
+    tokenizer.set_truncation(Truncation{.max_length = settings.max_seq_length});
+    if (tokenizer.vocab_size() > config.vocab_size) {
+      fail(layout.bert_dir, "the tokenizer has ", tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
            config.vocab_size);
     }
     BertModel model = BertModel::load(layout.bert_dir, precision);
@@ -329,14 +344,14 @@ class SentenceEncoder {
   }
 
   [[nodiscard]] const BertModel& model() const noexcept { return model_; }
-  [[nodiscard]] const WordPieceTokenizer& tokenizer() const noexcept { return tokenizer_; }
+  [[nodiscard]] const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
   [[nodiscard]] const SentenceEncoderConfig& config() const noexcept { return config_; }
   // Length of an embedding: the model's hidden size.
   [[nodiscard]] std::size_t dim() const noexcept { return model_.config().hidden; }
 
  private:
   BertModel model_;
-  WordPieceTokenizer tokenizer_;
+  Tokenizer tokenizer_;
   SentenceEncoderConfig config_;
 };
 

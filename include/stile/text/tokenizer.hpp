@@ -11,10 +11,10 @@
 // Order of work, the reference's (tokenizer/mod.rs encode_single_sequence and post_process):
 //   1. added tokens are found in the text (the added vocabulary); the rest is normalized;
 //   2. the pre-tokenizer cuts the normalized pieces into words;
-//   3. the model turns each word into tokens (with truncation on, a text stops being tokenized
-//      once it has max_length tokens, as the reference does: it decides which windows exist);
-//   4. truncation (max_length less the special tokens the post-processor adds), then the
-//      post-processor adds special tokens and merges a pair.
+//   3. the model turns each word into tokens (every word: the tokenizers library stops early
+//      under truncation only after the version stile matches, see truncation.hpp);
+//   4. post_processors.hpp's post_process: truncation (max_length less the special tokens the
+//      post-processor adds), then the post-processor adds special tokens and merges a pair.
 //
 // Input bytes that are not UTF-8 read as U+FFFD, one per maximal ill-formed subpart (Python's
 // errors="replace"), and offsets count the original bytes. Padding is the caller's
@@ -82,14 +82,17 @@ class Tokenizer {
   [[nodiscard]] const std::optional<Truncation>& truncation() const noexcept { return truncation_; }
 
   [[nodiscard]] Encoding encode(std::string_view text, const EncodeOptions& options = {}) const {
-    Encoding first = encode_sequence(text, 0);
-    return post_process(std::move(first), std::nullopt, options.add_special_tokens);
+    Encoding out = tok::post_process(parts_->post_processor.get(), encode_sequence(text, 0), std::nullopt,
+                                     options.add_special_tokens, truncation_, text);
+    fill_attention_mask(out);
+    return out;
   }
   [[nodiscard]] Encoding encode_pair(std::string_view first, std::string_view second,
                                      const EncodeOptions& options = {}) const {
-    Encoding a = encode_sequence(first, 0);
-    Encoding b = encode_sequence(second, 1);
-    return post_process(std::move(a), std::move(b), options.add_special_tokens);
+    Encoding out = tok::post_process(parts_->post_processor.get(), encode_sequence(first, 0), encode_sequence(second, 1),
+                                     options.add_special_tokens, truncation_, first, second);
+    fill_attention_mask(out);
+    return out;
   }
 
   // encode() of each text, padded to the longest by default.
@@ -162,17 +165,8 @@ class Tokenizer {
     tok::PreTokenizedString pieces = parts_->added.extract_and_normalize(text, parts_->normalizer.get());
     if (parts_->pre_tokenizer) parts_->pre_tokenizer->pre_tokenize(pieces);
 
-    // The reference's tokenize_with_limit: with truncation on, stop after the split that brings
-    // the text to max_length tokens (not for the first text under only_second, which is not cut).
-    std::size_t limit = kNoTruncation;
-    if (truncation_ && (truncation_->strategy != TruncationStrategy::only_second || type_id != 0)) {
-      limit = truncation_->max_length;
-    }
-    std::vector<tok::Split>& splits = pieces.splits();
     std::size_t total = 0;
-    std::size_t used = 0;
-    while (used < splits.size() && total < limit) {
-      tok::Split& split = splits[used++];
+    for (tok::Split& split : pieces.splits()) {
       if (!split.tokens) {
         split.tokens.emplace();
         parts_->model->tokenize(split.normalized.chars(), *split.tokens);
@@ -183,8 +177,7 @@ class Tokenizer {
     Encoding e;
     e.input_ids.reserve(total);
     e.offsets.reserve(total);
-    for (std::size_t s = 0; s < used; ++s) {
-      const tok::Split& split = splits[s];
+    for (const tok::Split& split : pieces.splits()) {
       for (const tok::Token& token : *split.tokens) {
         e.input_ids.push_back(token.id);
         const tok::Origin origin = split.normalized.original_range(token.begin, token.end);
@@ -193,30 +186,6 @@ class Tokenizer {
     }
     e.token_type_ids.assign(e.input_ids.size(), type_id);
     return e;
-  }
-
-  // Step 4: truncation, then the post-processor (or the plain merge when there is none).
-  [[nodiscard]] Encoding post_process(Encoding first, std::optional<Encoding> second, bool add_special_tokens) const {
-    const bool is_pair = second.has_value();
-    if (truncation_) {
-      Truncation t = *truncation_;
-      const std::size_t added = parts_->post_processor && add_special_tokens
-                                    ? parts_->post_processor->added_tokens(is_pair)
-                                    : 0;
-      if (t.max_length != kNoTruncation) {
-        if (t.max_length < added) {
-          throw Error(concat("stile: Tokenizer: truncation max_length ", t.max_length, " leaves no room for the ",
-                             added, " special tokens of ", is_pair ? "a pair" : "a text"));
-        }
-        t.max_length -= added;
-      }
-      tok::truncate_encodings(first, second ? &*second : nullptr, t);
-    }
-    Encoding out = parts_->post_processor
-                       ? parts_->post_processor->process(std::move(first), std::move(second), add_special_tokens)
-                       : tok::merge_without_processor(std::move(first), std::move(second));
-    fill_attention_mask(out);
-    return out;
   }
 
   static void fill_attention_mask(Encoding& e) {
