@@ -77,8 +77,9 @@ Options parse_args(int argc, char** argv) {
   cli.toggle("--similarity", "print the cosine similarity matrix of the sentences instead of embeddings",
              options.similarity);
   cli.toggle("--tokens",
-             "print each sentence's tokens instead of embeddings: the WordPiece pieces and their ids (json: arrays "
-             "\"tokens\" and \"ids\"), to check the tokenizer against another",
+             "print each sentence's tokens instead of embeddings: the pieces, their ids and the bytes of the sentence "
+             "each came from (json: arrays \"tokens\", \"ids\" and \"offsets\"), to check the tokenizer against "
+             "another",
              options.tokens);
   cli.flag("--format", "FMT", "text or json", format).one_of({"text", "json"});
   cli.toggle("--full", "text format: print every value of each embedding, not the first 8 and the norm", options.full);
@@ -89,6 +90,9 @@ Options parse_args(int argc, char** argv) {
            "one processor runs on the CPU engine; several (cpu:N cores, opencl:N devices) on the processor runtime",
            options.mapping);
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
+  cli.example("embed \"A man is playing a guitar.\" \"Someone plays an instrument.\"");
+  cli.example("embed --similarity < sentences.txt", "the cosine matrix of one sentence a line");
+  cli.example("embed --tokens \"A man is playing a guitar.\"", "pieces, ids and byte offsets");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
   options.format = format == "json" ? Format::kJson : Format::kText;
@@ -138,28 +142,37 @@ void print_embeddings(const Options& options, const std::vector<std::vector<floa
   }
 }
 
-// Each sentence's WordPiece pieces and ids, [CLS] and [SEP] included: "play 2377" per line (text),
-// or {"text", "tokens", "ids"} (json).
-void print_tokens(const Options& options, const stile::Vocab& vocab, const std::vector<stile::Encoding>& encodings) {
+// Each sentence's tokens, special tokens included: "piece id begin end" per line (text; begin and
+// end are the bytes of the sentence the token came from, 0 0 for special tokens), or
+// {"text", "tokens", "ids", "offsets"} (json).
+void print_tokens(const Options& options, const stile::Tokenizer& tokenizer,
+                  const std::vector<stile::Encoding>& encodings) {
   const auto pieces = [&](const stile::Encoding& e) {
     std::vector<std::string> out;
-    for (const std::int32_t id : e.input_ids) out.push_back(vocab.token(id));
+    for (const std::int32_t id : e.input_ids) out.emplace_back(tokenizer.id_to_token(id).value_or("<unknown id>"));
     return out;
   };
   if (options.format == Format::kJson) {
     fmt::print("[");
     for (std::size_t i = 0; i < encodings.size(); ++i) {
-      const nlohmann::ordered_json row = {
-          {"text", options.sentences[i]}, {"tokens", pieces(encodings[i])}, {"ids", encodings[i].input_ids}};
+      nlohmann::ordered_json offsets = nlohmann::ordered_json::array();
+      for (const stile::TokenOffsets& o : encodings[i].offsets) offsets.push_back({o.begin, o.end});
+      const nlohmann::ordered_json row = {{"text", options.sentences[i]},
+                                          {"tokens", pieces(encodings[i])},
+                                          {"ids", encodings[i].input_ids},
+                                          {"offsets", offsets}};
       fmt::print("{}\n{}", i == 0 ? "" : ",", to_json(row));
     }
     fmt::print("{}]\n", encodings.empty() ? "" : "\n");
     return;
   }
   for (std::size_t i = 0; i < encodings.size(); ++i) {
-    fmt::print("{}{} ({} tokens)\n", i == 0 ? "" : "\n", options.sentences[i], encodings[i].size());
-    const std::vector<std::string> p = pieces(encodings[i]);
-    for (std::size_t t = 0; t < p.size(); ++t) fmt::print("{} {}\n", p[t], encodings[i].input_ids[t]);
+    const stile::Encoding& e = encodings[i];
+    fmt::print("{}{} ({} tokens)\n", i == 0 ? "" : "\n", options.sentences[i], e.size());
+    const std::vector<std::string> p = pieces(e);
+    for (std::size_t t = 0; t < p.size(); ++t) {
+      fmt::print("{} {} {} {}\n", p[t], e.input_ids[t], e.offsets[t].begin, e.offsets[t].end);
+    }
   }
 }
 
@@ -223,7 +236,7 @@ int run(const Options& options) {
   if (options.tokens) {
     std::vector<stile::Encoding> encodings;
     for (const std::string& sentence : options.sentences) encodings.push_back(encoder.tokenizer().encode(sentence));
-    print_tokens(options, encoder.tokenizer().vocab(), encodings);
+    print_tokens(options, encoder.tokenizer(), encodings);
     return finish_output();
   }
   std::unique_ptr<stile::ThreadPool> pool;
