@@ -5,13 +5,17 @@
 // malformed model JSON.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -262,4 +266,75 @@ TEST_CASE("a model is usable from many threads at once", "[tokenizer][models]") 
   }
   for (auto& th : threads) th.join();
   for (const auto& g : got) CHECK(g == expected);
+}
+
+// The sweep (not run by default): STILE_MODEL_SWEEP=DIR test_models "[.sweep]" checks every
+// NAME.json / NAME.cases.jsonl pair in DIR (scripts/make_model_fixtures.py --out DIR ...) and prints
+// parity and the time per 1000 pieces (one thread, the model's tokenize alone).
+TEST_CASE("model sweep: parity and speed on a directory of cases", "[.sweep]") {
+  const char* dir = std::getenv("STILE_MODEL_SWEEP");
+  REQUIRE(dir != nullptr);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".json") && !name.ends_with(".cases.jsonl")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    const std::string name = path.stem().string();
+    const auto load_start = std::chrono::steady_clock::now();
+    const auto model = model_of(read_file(path));
+    const double load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+    std::ifstream cases(path.parent_path() / (name + ".cases.jsonl"), std::ios::binary);
+    std::vector<std::u32string> pieces;
+    std::size_t same = 0;
+    std::size_t shown = 0;
+    for (std::string line; std::getline(cases, line);) {
+      const auto c = nlohmann::json::parse(line);
+      const std::string piece = c[0].get<std::string>();
+      pieces.push_back(code_points(piece));
+      std::string expected = "error";
+      if (!c[1].is_string()) {
+        expected.clear();
+        for (const auto& t : c[1]) {
+          expected += std::to_string(t[0].get<int>()) + ":" + std::to_string(t[1].get<int>()) + "-" +
+                      std::to_string(t[2].get<int>()) + " ";
+        }
+      }
+      std::string got;
+      try {
+        got = show(tokenize(*model, pieces.back()));
+      } catch (const stile::Error&) {
+        got = "error";
+      }
+      if (got == expected) {
+        ++same;
+      } else if (shown++ < 3) {
+        std::printf("  %s: %s -> %s expected %s\n", name.c_str(), piece.c_str(), got.c_str(), expected.c_str());
+      }
+    }
+    std::vector<Token> out;
+    std::size_t tokens = 0;
+    int rounds = 0;
+    const auto start = std::chrono::steady_clock::now();
+    double seconds = 0;
+    do {
+      for (const auto& p : pieces) {
+        out.clear();
+        try {
+          model->tokenize(p, out);
+        } catch (const stile::Error&) {
+        }
+        tokens += out.size();
+      }
+      ++rounds;
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (seconds < 0.5);
+    const double pieces_done = static_cast<double>(pieces.size()) * rounds;
+    std::printf("%-24s %7zu pieces  parity %7zu/%-7zu (%.2f%%)  %8.1f us/1000 pieces  %6.2f Mtokens/s  load %.1f ms\n",
+                name.c_str(), pieces.size(), same, pieces.size(), 100.0 * static_cast<double>(same) / static_cast<double>(pieces.size()),
+                seconds * 1e9 / pieces_done, static_cast<double>(tokens) / seconds / 1e6, load_ms);
+    CHECK(same == pieces.size());
+  }
 }

@@ -151,8 +151,9 @@ inline TokenVocab read_vocab_object(const nlohmann::json& j, const JsonPlace& pl
   return vocab;
 }
 
-// An open-addressing hash map from 64-bit keys (never ~0) to small values, for the hot paths
-// (std::unordered_map's node per entry costs a cache miss per lookup).
+// An open-addressing hash map from 64-bit keys (never ~0) to small values, for the hot paths: key
+// and value side by side, so a lookup costs one cache miss (std::unordered_map's node per entry
+// costs two or three).
 template <class Value>
 class FlatMap64 {
  public:
@@ -162,73 +163,75 @@ class FlatMap64 {
 
   // Sets key's value (replacing an earlier one).
   void set(std::uint64_t key, Value value) {
-    if ((size_ + 1) * 2 > keys_.size()) rehash(keys_.size() * 2);
+    if ((size_ + 1) * 2 > entries_.size()) rehash(entries_.size() * 2);
     std::size_t i = slot(key);
-    while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask_;
-    if (keys_[i] == kEmpty) ++size_;
-    keys_[i] = key;
-    values_[i] = value;
+    while (entries_[i].key != kEmpty && entries_[i].key != key) i = (i + 1) & mask_;
+    if (entries_[i].key == kEmpty) ++size_;
+    entries_[i] = {key, value};
   }
   [[nodiscard]] const Value* find(std::uint64_t key) const noexcept {
     for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
-      if (keys_[i] == key) return &values_[i];
-      if (keys_[i] == kEmpty) return nullptr;
+      if (entries_[i].key == key) return &entries_[i].value;
+      if (entries_[i].key == kEmpty) return nullptr;
     }
+  }
+  [[nodiscard]] Value* find(std::uint64_t key) noexcept {
+    return const_cast<Value*>(static_cast<const FlatMap64&>(*this).find(key));
   }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
+  struct Entry {
+    std::uint64_t key = kEmpty;
+    Value value{};
+  };
   [[nodiscard]] std::size_t slot(std::uint64_t key) const noexcept {
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
   }
   void rehash(std::size_t capacity) {
-    std::vector<std::uint64_t> keys(capacity, kEmpty);
-    std::vector<Value> values(capacity);
-    keys.swap(keys_);
-    values.swap(values_);
+    std::vector<Entry> old(capacity);
+    old.swap(entries_);
     mask_ = capacity - 1;
     shift_ = 64 - std::countr_zero(capacity);
     size_ = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (keys[i] != kEmpty) set(keys[i], values[i]);
+    for (const Entry& e : old) {
+      if (e.key != kEmpty) set(e.key, e.value);
     }
   }
 
-  std::vector<std::uint64_t> keys_;
-  std::vector<Value> values_;
+  std::vector<Entry> entries_;
   std::size_t mask_ = 0;
   int shift_ = 60;
   std::size_t size_ = 0;
 };
 
-// A trie over code points whose nodes may hold a value (a token id). Edges live in one flat hash
-// map keyed by (node, code point); the root's ASCII edges in a table.
+// A trie over code points whose nodes may hold a value (a token id). An edge carries its child's
+// value, so a step is one lookup: the root's ASCII edges in a table, its other edges in a small
+// map of their own (hot in cache), the rest in one flat map keyed by (node, code point).
 class CodeTrie {
  public:
-  CodeTrie() {
-    values_.push_back(-1);
-    root_ascii_.fill(0);
-  }
-
   // Sets the value at key's node (replacing an earlier one). An empty key is ignored: the
   // reference's search never reports the empty prefix.
   void insert(std::u32string_view key, std::int32_t value) {
     if (key.empty()) return;
     std::uint32_t node = 0;
+    Edge* edge = nullptr;
     for (const char32_t c : key) {
-      std::uint32_t next = child(node, c);
-      if (next == 0) {
-        next = static_cast<std::uint32_t>(values_.size());
-        values_.push_back(-1);
+      edge = find(node, c);
+      if (edge == nullptr) {
+        const Edge fresh{++nodes_, -1};
         if (node == 0 && c < 128) {
-          root_ascii_[c] = next;
+          root_ascii_[c] = fresh;
+        } else if (node == 0) {
+          root_.set(c, fresh);
         } else {
-          edges_.set(edge_key(node, c), next);
+          edges_.set(edge_key(node, c), fresh);
         }
+        edge = find(node, c);
       }
-      node = next;
+      node = edge->child;
     }
-    values_[node] = value;
+    edge->value = value;
   }
 
   // Calls f(length, value) for every key that is a prefix of text (shortest first).
@@ -236,9 +239,10 @@ class CodeTrie {
   void for_each_prefix(std::u32string_view text, F&& f) const {
     std::uint32_t node = 0;
     for (std::size_t i = 0; i < text.size(); ++i) {
-      node = child(node, text[i]);
-      if (node == 0) return;
-      if (values_[node] >= 0) f(i + 1, values_[node]);
+      const Edge* edge = find(node, text[i]);
+      if (edge == nullptr) return;
+      if (edge->value >= 0) f(i + 1, edge->value);
+      node = edge->child;
     }
   }
 
@@ -250,18 +254,28 @@ class CodeTrie {
   }
 
  private:
+  struct Edge {
+    std::uint32_t child = 0;  // 0: no edge (the root is never a child)
+    std::int32_t value = -1;  // the child's value; -1: no key ends there
+  };
   [[nodiscard]] static std::uint64_t edge_key(std::uint32_t node, char32_t c) noexcept {
     return (static_cast<std::uint64_t>(node) << 32) | static_cast<std::uint32_t>(c);
   }
-  [[nodiscard]] std::uint32_t child(std::uint32_t node, char32_t c) const noexcept {
-    if (node == 0 && c < 128) return root_ascii_[c];
-    const std::uint32_t* next = edges_.find(edge_key(node, c));
-    return next == nullptr ? 0 : *next;
+  [[nodiscard]] const Edge* find(std::uint32_t node, char32_t c) const noexcept {
+    if (node == 0) {
+      if (c < 128) return root_ascii_[c].child == 0 ? nullptr : &root_ascii_[c];
+      return root_.find(c);
+    }
+    return edges_.find(edge_key(node, c));
+  }
+  [[nodiscard]] Edge* find(std::uint32_t node, char32_t c) noexcept {
+    return const_cast<Edge*>(static_cast<const CodeTrie&>(*this).find(node, c));
   }
 
-  std::vector<std::int32_t> values_;  // per node; -1: no key ends here
-  FlatMap64<std::uint32_t> edges_;    // child 0 never occurs (the root), so 0 means none
-  std::array<std::uint32_t, 128> root_ascii_{};
+  std::uint32_t nodes_ = 0;
+  std::array<Edge, 128> root_ascii_{};
+  FlatMap64<Edge> root_;
+  FlatMap64<Edge> edges_;
 };
 
 // The id of the byte fallback token "<0xNN>" of every byte (the reference's format "<{:#04X}>"),

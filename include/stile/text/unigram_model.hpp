@@ -54,6 +54,7 @@ class UnigramModel final : public Model {
       const auto& [piece, score] = pieces_[id];
       ids_.insert_or_assign(piece, static_cast<std::int32_t>(id));
       min_score_ = std::min(min_score_, score);
+      scores_.push_back(score);
       if (!decode_utf8(piece, cps)) (place / "vocab")[id].fail("Unigram piece is not valid UTF-8");
       trie_.insert(cps, static_cast<std::int32_t>(id));  // a later duplicate replaces it, as the map
     }
@@ -106,7 +107,7 @@ class UnigramModel final : public Model {
       bool has_single = false;
       trie_.for_each_prefix(piece.substr(start), [&](std::size_t length, std::int32_t id) {
         Node& target = best[start + length];
-        const double candidate = pieces_[static_cast<std::size_t>(id)].second + base;
+        const double candidate = scores_[static_cast<std::size_t>(id)] + base;
         if (target.start < 0 || candidate > target.score) target = {candidate, id, static_cast<std::int32_t>(start)};
         if (length == 1) has_single = true;
       });
@@ -190,6 +191,7 @@ class UnigramModel final : public Model {
   std::vector<std::pair<std::string, double>> pieces_;
   model_detail::IdMap ids_;
   model_detail::CodeTrie trie_;
+  std::vector<double> scores_;  // pieces_'s scores, compact: the Viterbi loop reads them
   double min_score_ = std::numeric_limits<double>::infinity();
   std::optional<std::int32_t> unk_id_;
   bool byte_fallback_ = false;
