@@ -15,9 +15,11 @@
 // the code points they touch, which is what the reference's pipeline makes of them (a byte
 // fallback token of "é" covers "é").
 //
+// Pieces seen before come from a per-thread cache (model_vocab.hpp's PieceCache, the reference's
+// kind: merging is deterministic, so the tokens are the same).
+//
 // Not implemented, refused when read: dropout other than null or 0 (random merges cannot be
-// reproduced). The reference's per-thread word cache is not needed: merging is deterministic and
-// costs about what a cache lookup of the piece would (measured: see the report in the commit).
+// reproduced).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -160,11 +162,17 @@ class BpeModel final : public Model {
         return;
       }
     }
+    if (use_cache_ && cache_.lookup(piece, out)) return;
+    const std::size_t first = out.size();
     thread_local Scratch scratch;
     make_word(piece, scratch);
     merge_all(scratch);
     emit(scratch, n, out);
+    if (use_cache_) cache_.store(piece, out.data() + first, out.size() - first);
   }
+
+  // Turns the per-thread cache of pieces off (before the model is shared): for measuring it.
+  void disable_cache() noexcept { use_cache_ = false; }
 
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     return vocab_.find(token);
@@ -386,6 +394,8 @@ class BpeModel final : public Model {
   model_detail::FlatMap64<std::uint32_t> other_index_;  // code point -> index into other_ids_
   std::vector<CharIds> other_ids_;
   std::array<std::int32_t, 256> byte_ids_{};
+  model_detail::PieceCache cache_;
+  bool use_cache_ = true;
 };
 
 }  // namespace stile::tok

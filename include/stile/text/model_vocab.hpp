@@ -10,10 +10,12 @@
 // so the results are the same without re-encoding each candidate.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,23 +68,85 @@ inline void append_utf8(std::string& out, std::u32string_view text) {
   return 4;
 }
 
+// Strings -> ids in one flat table (hash, id, place in a pool of the strings' bytes), so a lookup
+// is about two cache misses where std::unordered_map<std::string, ...> costs three or four: the
+// hot lookups of WordPiece's words and the vocab's tokens.
+class StringTable {
+ public:
+  StringTable() { entries_.resize(16); }
+
+  // Sets text's id (replacing an earlier one).
+  void set(std::string_view text, std::int32_t id) {
+    if ((size_ + 1) * 2 > entries_.size()) grow();
+    const std::uint64_t h = hash(text);
+    std::size_t i = h & (entries_.size() - 1);
+    for (;; i = (i + 1) & (entries_.size() - 1)) {
+      Entry& e = entries_[i];
+      if (e.id < 0) break;
+      if (e.hash == h && view(e) == text) {
+        e.id = id;
+        return;
+      }
+    }
+    entries_[i] = {h, static_cast<std::uint32_t>(pool_.size()), static_cast<std::uint32_t>(text.size()), id};
+    pool_.append(text);
+    ++size_;
+  }
+  [[nodiscard]] std::optional<std::int32_t> find(std::string_view text) const noexcept {
+    const std::uint64_t h = hash(text);
+    for (std::size_t i = h & (entries_.size() - 1);; i = (i + 1) & (entries_.size() - 1)) {
+      const Entry& e = entries_[i];
+      if (e.id < 0) return std::nullopt;
+      if (e.hash == h && e.size == text.size() && view(e) == text) return e.id;
+    }
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct Entry {
+    std::uint64_t hash = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t size = 0;
+    std::int32_t id = -1;  // -1: empty slot
+  };
+  [[nodiscard]] static std::uint64_t hash(std::string_view text) noexcept {
+    // std::hash's bytes, mixed so the low bits (the slot) depend on all of them.
+    const std::uint64_t h = std::hash<std::string_view>{}(text);
+    return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull ^ (h >> 32);
+  }
+  [[nodiscard]] std::string_view view(const Entry& e) const noexcept {
+    return std::string_view(pool_).substr(e.offset, e.size);
+  }
+  void grow() {
+    std::vector<Entry> old(entries_.size() * 2);
+    old.swap(entries_);
+    for (const Entry& e : old) {
+      if (e.id < 0) continue;
+      std::size_t i = e.hash & (entries_.size() - 1);
+      while (entries_[i].id >= 0) i = (i + 1) & (entries_.size() - 1);
+      entries_[i] = e;
+    }
+  }
+
+  std::vector<Entry> entries_;
+  std::string pool_;
+  std::size_t size_ = 0;
+};
+
 // Token <-> id. Ids need not be dense (the reference allows holes); the reverse table is a
 // vector, so ids far beyond the number of tokens are refused when read (read_vocab_object).
 class TokenVocab {
  public:
   // Adds token with id, replacing an earlier id of the same token (as the reference's map does).
   void set(std::string token, std::int32_t id) {
+    table_.set(token, id);
     auto [it, inserted] = ids_.insert_or_assign(std::move(token), id);
     (void)inserted;
     const auto index = static_cast<std::size_t>(id);
     if (index >= by_id_.size()) by_id_.resize(index + 1, nullptr);
     by_id_[index] = &it->first;
   }
-  [[nodiscard]] std::optional<std::int32_t> find(std::string_view token) const {
-    const auto it = ids_.find(token);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
-  }
+  [[nodiscard]] std::optional<std::int32_t> find(std::string_view token) const { return table_.find(token); }
   [[nodiscard]] std::optional<std::string_view> token(std::int32_t id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= by_id_.size() || by_id_[static_cast<std::size_t>(id)] == nullptr) {
       return std::nullopt;
@@ -91,9 +155,11 @@ class TokenVocab {
   }
   [[nodiscard]] std::size_t size() const noexcept { return ids_.size(); }
   [[nodiscard]] const IdMap& ids() const noexcept { return ids_; }
+  [[nodiscard]] const StringTable& table() const noexcept { return table_; }
 
  private:
-  IdMap ids_;
+  IdMap ids_;          // for iterating; lookups go to table_
+  StringTable table_;
   std::vector<const std::string*> by_id_;  // points at ids_'s keys (node-based: stable)
 };
 
@@ -276,6 +342,65 @@ class CodeTrie {
   std::array<Edge, 128> root_ascii_{};
   FlatMap64<Edge> root_;
   FlatMap64<Edge> edges_;
+};
+
+// A per-thread cache of a model's tokens for pieces it has seen (the reference caches BPE and
+// Unigram words the same way: up to 10,000 pieces, of fewer than 256 bytes). A const model stays
+// safe to share: each thread has its own maps, found by the model's id (unique per instance, never
+// reused, so a new model at a dead one's address cannot see its entries); a thread keeps the maps
+// of its last kSlots models.
+class PieceCache {
+ public:
+  static constexpr std::size_t kCapacity = 10000;
+  static constexpr std::size_t kMaxPiece = 255;  // code points; the reference: < 256 bytes
+  static constexpr std::size_t kSlots = 4;
+
+  PieceCache() : id_(next_id()) {}
+  PieceCache(const PieceCache&) : id_(next_id()) {}
+  PieceCache& operator=(const PieceCache&) { return *this; }
+
+  // Appends piece's cached tokens to out: true when it was cached.
+  bool lookup(std::u32string_view piece, std::vector<Token>& out) const {
+    if (piece.size() > kMaxPiece) return false;
+    Map& map = this_thread();
+    const auto it = map.find(piece);
+    if (it == map.end()) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+  void store(std::u32string_view piece, const Token* tokens, std::size_t count) const {
+    if (piece.size() > kMaxPiece) return;
+    Map& map = this_thread();
+    if (map.size() >= kCapacity) return;
+    map.emplace(std::u32string(piece), std::vector<Token>(tokens, tokens + count));
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::u32string_view text) const noexcept { return std::hash<std::u32string_view>{}(text); }
+  };
+  using Map = std::unordered_map<std::u32string, std::vector<Token>, Hash, std::equal_to<>>;
+
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
+  Map& this_thread() const {
+    thread_local std::vector<std::pair<std::uint64_t, std::unique_ptr<Map>>> slots;
+    if (!slots.empty() && slots.front().first == id_) return *slots.front().second;
+    for (std::size_t i = 1; i < slots.size(); ++i) {
+      if (slots[i].first == id_) {
+        std::swap(slots[i], slots.front());
+        return *slots.front().second;
+      }
+    }
+    if (slots.size() == kSlots) slots.pop_back();
+    slots.insert(slots.begin(), {id_, std::make_unique<Map>()});
+    return *slots.front().second;
+  }
+
+  std::uint64_t id_;
 };
 
 // The id of the byte fallback token "<0xNN>" of every byte (the reference's format "<{:#04X}>"),

@@ -15,7 +15,8 @@
 // The reference searches a byte trie and indexes bytes; a vocab piece is valid UTF-8, so it
 // matches at a character boundary exactly when its code points match: the same lattice, indexed
 // by code points here. Duplicate pieces: the last one's id and score, as the reference's map.
-// The reference's cache of encoded strings is not kept: Viterbi is deterministic.
+// Pieces seen before come from a per-thread cache (model_vocab.hpp's PieceCache), as the
+// reference caches encoded strings: Viterbi is deterministic, so the tokens are the same.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -99,6 +100,18 @@ class UnigramModel final : public Model {
   void tokenize(std::u32string_view piece, std::vector<Token>& out) const override {
     const std::size_t n = piece.size();
     if (n == 0) return;
+    if (use_cache_ && cache_.lookup(piece, out)) return;
+    const std::size_t first = out.size();
+    viterbi(piece, out);
+    if (use_cache_) cache_.store(piece, out.data() + first, out.size() - first);
+  }
+
+  // Turns the per-thread cache of pieces off (before the model is shared): for measuring it.
+  void disable_cache() noexcept { use_cache_ = false; }
+
+ private:
+  void viterbi(std::u32string_view piece, std::vector<Token>& out) const {
+    const std::size_t n = piece.size();
     thread_local std::vector<Node> best;
     best.assign(n + 1, Node{});
     const double unk_score = min_score_ - kUnkPenalty;
@@ -147,6 +160,8 @@ class UnigramModel final : public Model {
     }
   }
 
+
+ public:
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     const auto it = ids_.find(token);
     if (it == ids_.end()) return std::nullopt;
@@ -196,6 +211,8 @@ class UnigramModel final : public Model {
   std::optional<std::int32_t> unk_id_;
   bool byte_fallback_ = false;
   std::array<std::int32_t, 256> byte_ids_{};
+  model_detail::PieceCache cache_;
+  bool use_cache_ = true;
 };
 
 }  // namespace stile::tok

@@ -8,7 +8,8 @@
 // The reference tries sequence[start..end] for every end from the longest down, a hash lookup
 // each. Here the vocab is a trie over code points (one for the first piece, one for
 // continuations with the prefix stripped, as wordpiece.hpp's continuation lookup), so the longest
-// match is one walk from start: the same token, since both find the longest vocab entry.
+// match is one walk from start: the same token, since both find the longest vocab entry. Before
+// the walk, one hash lookup of the whole rest of the word (most words are tokens themselves).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -41,6 +42,7 @@ class WordPieceModel final : public Model {
       if (!prefix_.empty() && token.starts_with(prefix_) &&
           model_detail::decode_utf8(std::string_view(token).substr(prefix_.size()), code_points)) {
         continuation_.insert(code_points, id);
+        continuation_ids_.set(std::string_view(token).substr(prefix_.size()), id);
       }
     }
   }
@@ -71,7 +73,23 @@ class WordPieceModel final : public Model {
     }
     const std::size_t first = out.size();
     const model_detail::CodeTrie& continuation = prefix_.empty() ? whole_ : continuation_;
+    const model_detail::StringTable& continuation_ids = prefix_.empty() ? vocab_.table() : continuation_ids_;
+    // The rest of the word is most often a token itself (a word in the vocab): one hash lookup of
+    // its bytes then, before walking the trie character by character.
+    thread_local std::string bytes;
+    thread_local std::vector<std::uint32_t> starts;  // starts[i]: byte offset of character i
+    bytes.clear();
+    starts.clear();
+    for (const char32_t c : piece) {
+      starts.push_back(static_cast<std::uint32_t>(bytes.size()));
+      utf8::append(bytes, c);
+    }
     for (std::size_t start = 0; start < n;) {
+      const model_detail::StringTable& ids = start == 0 ? vocab_.table() : continuation_ids;
+      if (const auto id = ids.find(std::string_view(bytes).substr(starts[start]))) {
+        out.push_back({*id, static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(n)});
+        return;
+      }
       const auto [length, id] = (start == 0 ? whole_ : continuation).longest_prefix(piece.substr(start));
       if (length == 0) {
         out.resize(first);
@@ -111,6 +129,7 @@ class WordPieceModel final : public Model {
   std::optional<std::int32_t> unk_id_;
   model_detail::CodeTrie whole_;
   model_detail::CodeTrie continuation_;  // tokens that start with prefix_, prefix stripped
+  model_detail::StringTable continuation_ids_;  // the same, by their bytes
 };
 
 }  // namespace stile::tok
