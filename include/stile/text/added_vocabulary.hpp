@@ -105,14 +105,13 @@ class Trie {
     std::int32_t id = -1;  // -1: no pattern starts here
   };
 
+  // Whether some pattern may start with c (a filter: the scan calls match() only there).
+  [[nodiscard]] bool may_start(char32_t c) const noexcept {
+    return c < 128 ? (ascii_first_[c >> 6] >> (c & 63) & 1) != 0 : non_ascii_first_;
+  }
+
   [[nodiscard]] Match match(std::u32string_view text, std::size_t begin) const {
     Match best;
-    const char32_t first = text[begin];
-    if (first < 128) {
-      if ((ascii_first_[first >> 6] >> (first & 63) & 1) == 0) return best;
-    } else if (!non_ascii_first_) {
-      return best;
-    }
     std::size_t node = 0;
     for (std::size_t i = begin; i < text.size(); ++i) {
       const auto& children = nodes_[node].children;
@@ -321,6 +320,10 @@ class AddedVocabulary {
     }
     std::size_t start_offset = 0;
     for (std::size_t at = 0; at < text.size();) {
+      if (!trie.may_start(text[at])) {
+        ++at;
+        continue;
+      }
       const added_detail::Trie::Match m = trie.match(text, at);
       if (m.id < 0) {
         ++at;
