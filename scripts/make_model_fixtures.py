@@ -57,14 +57,17 @@ def hard_pieces(rng):
         "😀", "😀😀", "a😀b", "👍🏽", "🇫🇷", "e\u0301", "\u200b", "x\u00a0y", "\ufffd", "\U0010ffff",
         "ﬁ", "Ⅻ", "½", "①", "𝔘𝔫𝔦", "ǅ", "ß", "İ", "ΣΑΣ",
         "[UNK]", "<unk>", "##", "##ing", "#", "</w>", "a</w>", "<0x41>", "▁", "▁the",
-        "ab" * 60, "x" * 99, "y" * 100, "z" * 101, "the" * 40, "q" * 300,
+        "ab" * 60, "x" * 99, "y" * 100, "z" * 101, "the" * 40, "q" * 120,
         "123456789", "3.14", "...", "!!!", "--", "''", "a-b", "A", "THE", "Hello",
         "\u00e9\u00e9\u00e9", "zzqzzq", "qj", "ŋ", "ƒ", "ÿ", "Ā",
     ]
     # Random strings over a mix of ASCII, Latin-1, other scripts and emoji.
     alphabet = list("abcdefghijklmnopqrstuvwxyz") * 4 + list("éèüñçß") + list("日本語中文") + ["😀", "👍", "∑", "ж", "ǅ"]
-    for _ in range(120):
+    for _ in range(60):
         fixed.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))))
+    # Strings over few letters: merge ties and overlapping merges everywhere (bpe_handmade).
+    for _ in range(80):
+        fixed.append("".join(rng.choice("abcé") for _ in range(rng.randint(1, 30))))
     return fixed
 
 
@@ -122,6 +125,8 @@ def variants(lines, vocab_size):
     out.append(("wordpiece", wp))
     wp_short = dict(wp, max_input_chars_per_word=8)
     out.append(("wordpiece_short", wp_short))
+    # No continuation prefix: later pieces are looked up as they are.
+    out.append(("wordpiece_no_prefix", dict(wp, continuing_subword_prefix="")))
 
     bpe = train("bpe", lines, vocab_size)
     out.append(("bpe", bpe))
@@ -136,7 +141,23 @@ def variants(lines, vocab_size):
         if t not in vocab and t not in ("<0xF0>", "<0x9F>"):
             vocab[t] = len(vocab)
     out.append(("bpe_byte_fallback", dict(bpe, vocab=vocab, byte_fallback=True, fuse_unk=True)))
-    out.append(("bpe_affix", train("bpe_affix", lines, vocab_size)))
+    affix = train("bpe_affix", lines, vocab_size)
+    out.append(("bpe_affix", affix))
+    # Byte fallback with a prefix and a suffix: the reference falls back on their bytes too.
+    avocab = dict(affix["vocab"])
+    for t in byte_tokens():
+        if t not in avocab:
+            avocab[t] = len(avocab)
+    out.append(("bpe_affix_byte_fallback", dict(affix, vocab=avocab, byte_fallback=True, unk_token=None)))
+    # Hand-made: a merge listed twice (the later rank counts), two merges making one token
+    # ("ab c" and "a bc"), merges of byte tokens, ties everywhere on strings over "abcé".
+    hv = {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "bc": 5, "abc": 6, "ca": 7, "cab": 8, "aa": 9,
+          "<0xC3>": 10, "<0xA9>": 11, "<0xC3><0xA9>": 12, "aaa": 13, "bca": 14}
+    hm = [["b", "c"], ["a", "b"], ["c", "a"], ["ab", "c"], ["a", "bc"], ["c", "ab"], ["a", "a"], ["a", "b"],
+          ["aa", "a"], ["bc", "a"], ["<0xC3>", "<0xA9>"]]
+    out.append(("bpe_handmade", {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": True,
+                                 "ignore_merges": False, "vocab": hv, "merges": hm}))
 
     uni = train("unigram", lines, vocab_size)
     out.append(("unigram", uni))
@@ -169,7 +190,7 @@ def write_cases(out_dir, name, model, pieces):
     print(name, len(pieces), "pieces", file=sys.stderr)
 
 
-def from_tokenizers(files, out_dir, texts):
+def from_tokenizers(files, out_dir, texts, seed):
     """The pieces a real pipeline gives its model: stress-corpus texts (scripts/tokenizer_stress_corpus.py)
     through the tokenizer's own normalizer and pre-tokenizer."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -181,7 +202,7 @@ def from_tokenizers(files, out_dir, texts):
         tok = Tokenizer.from_file(path)
         seen = set()
         pieces = []
-        for case in corpus.cases(7, texts, sentences, []):
+        for case in corpus.cases(seed, texts, sentences, []):
             for raw in (case["text"], case["pair"]):
                 if raw is None:
                     continue
@@ -203,13 +224,14 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "tokenizer", "data", "models"))
     ap.add_argument("--train-lines", type=int, default=400)
     ap.add_argument("--vocab", type=int, default=400)
-    ap.add_argument("--pieces", type=int, default=600, help="SST-2 words (distinct) per model")
+    ap.add_argument("--pieces", type=int, default=400, help="SST-2 words (distinct) per model")
     ap.add_argument("--from-tokenizer", nargs="+", help="tokenizer.json files: their models on their pipelines' pieces")
     ap.add_argument("--texts", type=int, default=20000, help="stress-corpus cases per --from-tokenizer file")
+    ap.add_argument("--seed", type=int, default=7, help="the stress corpus's seed")
     args = ap.parse_args()
     if args.from_tokenizer:
         os.makedirs(args.out, exist_ok=True)
-        from_tokenizers(args.from_tokenizer, args.out, args.texts)
+        from_tokenizers(args.from_tokenizer, args.out, args.texts, args.seed)
         return
 
     rng = random.Random(41)

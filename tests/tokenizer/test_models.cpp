@@ -114,12 +114,13 @@ Parity check_fixture(const std::string& name) {
 }  // namespace
 
 TEST_CASE("models trained by the reference give its ids and offsets on every fixture piece", "[tokenizer][models]") {
-  for (const char* name : {"wordpiece", "wordpiece_short", "bpe", "bpe_legacy_fuse", "bpe_ignore_merges", "bpe_no_unk",
-                           "bpe_byte_fallback", "bpe_affix", "unigram", "unigram_byte_fallback", "unigram_ties"}) {
+  for (const char* name : {"wordpiece", "wordpiece_short", "wordpiece_no_prefix", "bpe", "bpe_legacy_fuse",
+                           "bpe_ignore_merges", "bpe_no_unk", "bpe_byte_fallback", "bpe_affix", "bpe_affix_byte_fallback",
+                           "bpe_handmade", "unigram", "unigram_byte_fallback", "unigram_ties"}) {
     INFO(name);
     const Parity parity = check_fixture(name);
     for (const std::string& d : parity.differences) UNSCOPED_INFO(d);
-    CHECK(parity.pieces > 700);
+    CHECK(parity.pieces > 550);
     CHECK(parity.same == parity.pieces);
   }
 }
@@ -206,6 +207,21 @@ TEST_CASE("Unigram: Viterbi with the reference's ties, fused unknowns and byte f
   const auto no_unk = model_of(R"({"type":"Unigram","unk_id":null,"vocab":[["a",-1.0]]})");
   CHECK(tokens_of(*no_unk, "aa") == "0:0-1 0:1-2 ");
   CHECK_THROWS_WITH(tokenize(*no_unk, U"ab"), Contains("no unk_id"));
+  // Scores as the reference's JSON reader makes them (serde_json, an ulp off for some 17-digit
+  // numbers): here "." + ".." and ".." + "." differ only in the last bit of a sum, and the
+  // reference takes ".." first (probed with tokenizers 0.23.3; correctly rounded scores give the other).
+  const auto ulp = model_of(R"({"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],[".",-4.312542176404268],
+      ["..",-6.809289696929832],["trap",-10.100150588370788],["ther",-7.3012273003155705],["girl",-10.118894817789469],
+      ["er",-5.8158074499168375]]})");
+  CHECK(tokens_of(*ulp, "trapthergirler...") == "3:0-4 4:4-8 5:8-12 6:12-14 2:14-16 1:16-17 ");
+  CHECK(stile::tok::model_detail::serde_json_f64(-3.6827196691956363) == -3.682719669195636);
+  CHECK(stile::tok::model_detail::serde_json_f64(-7.2496483889214485) == -7.249648388921448);
+  CHECK(stile::tok::model_detail::serde_json_f64(-4.312542176404268) == -4.312542176404268);
+  // Extremes, as the reference reads them back (to_str): unchanged.
+  CHECK(stile::tok::model_detail::serde_json_f64(1e-320) == 1e-320);
+  CHECK(stile::tok::model_detail::serde_json_f64(-2.5e-310) == -2.5e-310);
+  CHECK(stile::tok::model_detail::serde_json_f64(1.7976931348623157e308) == 1.7976931348623157e308);
+  CHECK(stile::tok::model_detail::serde_json_f64(0.30000000000000004) == 0.30000000000000004);
   // Duplicate pieces: the last one's id and score.
   const auto dup = model_of(R"({"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],["a",-1.0],["a",-3.0]]})");
   CHECK(tokens_of(*dup, "a") == "2:0-1 ");

@@ -86,7 +86,8 @@ class UnigramModel final : public Model {
       }
       const double score = e[1].get<double>();
       if (!std::isfinite(score)) vplace[i].fail("score must be finite, got ", json_excerpt(e[1]));
-      vocab.emplace_back(e[0].get<std::string>(), score);
+      // As the reference reads it (its reader can be an ulp off; ties in Viterbi depend on it).
+      vocab.emplace_back(e[0].get<std::string>(), e[1].is_number_float() ? serde_json_f64(score) : score);
     }
     std::optional<std::uint64_t> unk_id;
     if (const auto it = j.find("unk_id"); it != j.end() && !it->is_null()) {
