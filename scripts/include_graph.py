@@ -21,7 +21,7 @@ Comments and string literals are ignored when looking for namespaces.
     scripts/include_graph.py                          # table, cycle and detail checks
     scripts/include_graph.py --dot folders.dot        # also a Graphviz picture of the graph
     scripts/include_graph.py --forbid '*:calibrate' \\
-        --order core,quant,kernels,text,io,store,ops,model,pipeline,plan,hetero,dist,calibrate,'(root)'
+        --order core,quant,kernels,io,text,store,ops,model,pipeline,plan,hetero,dist,calibrate,'(root)'
 
 Python 3 standard library only; reads files, writes only the --dot file.
 """
