@@ -370,6 +370,28 @@ TEST_CASE("truncation windows and errors", "[tokenizer][post]") {
   }
 }
 
+TEST_CASE("trim_offsets moves offsets by characters of the text, as the reference's character offsets",
+          "[tokenizer][post]") {
+  // The reference on "\ufffd" with ByteLevel(add_prefix_space) and trim_offsets: the prefix space
+  // "Ġ" takes the first character's offsets (0, 1 character); its trailing space moves the end back
+  // one character, to 0 (the three byte tokens keep the whole character).
+  const WordLevel model(json::parse(R"({"vocab":{"[UNK]":0,"\u0120":1,"x":2},"unk_token":"[UNK]"})"));
+  const AddedVocabulary added;
+  const auto bytelevel = read_post_processor(
+      json::parse(R"({"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true})"), place(),
+      model, added);
+  Encoding e;
+  e.input_ids = {1, 2, 2, 2};
+  e.token_type_ids = {0, 0, 0, 0};
+  e.offsets = {{0, 3}, {0, 3}, {0, 3}, {0, 3}};
+  const std::string text = "\xEF\xBF\xBD";
+  const Encoding with_text = post_process(bytelevel.get(), e, std::nullopt, true, std::nullopt, text);
+  CHECK(with_text.offsets == std::vector<TokenOffsets>{{0, 0}, {0, 3}, {0, 3}, {0, 3}});
+  // Without the text, by the bytes 'Ġ' stands for.
+  const Encoding without = post_process(bytelevel.get(), e, std::nullopt, true, std::nullopt);
+  CHECK(without.offsets == std::vector<TokenOffsets>{{0, 2}, {0, 3}, {0, 3}, {0, 3}});
+}
+
 TEST_CASE("malformed post-processors and added tokens: errors name the field", "[tokenizer][post]") {
   const WordLevel model(json::parse(R"({"vocab":{"[UNK]":0,"[CLS]":1,"[SEP]":2,"a":3},"unk_token":"[UNK]"})"));
   const AddedVocabulary added;

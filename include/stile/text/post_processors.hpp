@@ -19,8 +19,11 @@
 //   as RobertaProcessing.
 // - trim_offsets counts the spaces at a token's ends in its text: the model's vocabulary string
 //   ('Ġ' = one space byte), a special token's own string, and for an added token with lstrip or
-//   rstrip the text it matched (which includes the whitespace it took). That last one needs the
-//   texts: pass them to post_process (PostProcessor::process, without them, uses the content).
+//   rstrip the text it matched (which includes the whitespace it took), and moves the offsets by
+//   that many characters (the reference's offsets count characters). Both need the texts: pass
+//   them to post_process. Without them (PostProcessor::process) offsets move by the bytes the
+//   characters stand for, and an lstrip/rstrip token's whitespace is read from its offsets: the
+//   same on ASCII text, not on a token that splits a multi-byte character.
 // Stricter than the reference (it accepts these and panics or misbehaves when encoding): a
 // template naming a special token it does not define, a special token whose ids and tokens differ
 // in length or whose id is in neither the model's vocabulary nor the added tokens, a single
@@ -56,6 +59,7 @@ struct Trim {
   std::uint16_t lead_bytes = 0;
   std::uint16_t trail_chars = 0;
   std::uint16_t trail_bytes = 0;
+  std::uint8_t text = 2;   // which text the token's offsets are in (0, 1; 2: none given)
   bool from_text = false;  // an added token with lstrip/rstrip: count in the text it matched
   bool lstrip = false;     // from_text: which sides took whitespace,
   bool rstrip = false;
@@ -163,12 +167,52 @@ inline void merge_with(Enc& self, const Enc& pair) {
   return out;
 }
 
-// The reference's process_offsets (ByteLevel and RoBERTa's trim_offsets), on byte offsets.
-inline void process_offsets(Enc& e, bool add_prefix_space) {
+// The original texts, when the caller gives them: trim_offsets then moves offsets by characters
+// of the text, as the reference does on its character offsets.
+struct Texts {
+  std::optional<std::string_view> text[2];
+};
+
+// Byte offset `count` characters after `from` (a character start), at most `limit`.
+[[nodiscard]] inline std::uint32_t chars_forward(std::string_view text, std::uint32_t from, std::size_t count,
+                                                 std::uint32_t limit) {
+  std::size_t at = from;
+  for (; count > 0 && at < limit; --count) at += utf8::decode(text, at).size;
+  return static_cast<std::uint32_t>(std::min<std::size_t>(at, limit));
+}
+[[nodiscard]] inline std::size_t count_chars(std::string_view text, std::size_t from, std::size_t to) {
+  std::size_t n = 0;
+  for (std::size_t at = from; at < to; ++n) at += utf8::decode(text, at).size;
+  return n;
+}
+
+// The reference's process_offsets (ByteLevel and RoBERTa's trim_offsets). It counts characters
+// of the token's string and moves the token's character offsets by them; with the text here the
+// byte offsets move by as many characters of the text, without it by the bytes the characters
+// stand for.
+inline void process_offsets(Enc& e, bool add_prefix_space, const Texts& texts) {
   for (std::size_t i = 0; i < e.size() && i < e.trims.size(); ++i) {
     const Trim& t = e.trims[i];
     TokenOffsets& o = e.offsets[i];
     if (t.lead_chars == 0 && t.trail_chars == 0) continue;
+    const std::optional<std::string_view> text = t.text < 2 ? texts.text[t.text] : std::nullopt;
+    if (text && o.begin <= o.end && o.end <= text->size()) {
+      const std::uint32_t begin = o.begin;
+      if (t.lead_chars > 0) {
+        const bool is_first = i == 0 || o.begin == 0;
+        const std::size_t lead = is_first && add_prefix_space && t.lead_chars == 1 ? 0 : t.lead_chars;
+        o.begin = chars_forward(*text, o.begin, lead, o.end);
+      }
+      if (t.trail_chars > 0) {
+        const std::size_t k = count_chars(*text, begin, o.end);
+        if (k >= t.trail_chars) {
+          o.end = std::max(chars_forward(*text, begin, k - t.trail_chars, o.end), o.begin);
+        } else if (count_chars(*text, 0, begin) + k >= t.trail_chars) {
+          o.end = o.begin;  // moved back past the token's start: the start, as max() gives
+        }
+      }
+      continue;
+    }
     if (t.lead_chars > 0) {
       const bool is_first = i == 0 || o.begin == 0;
       const std::uint32_t lead = is_first && add_prefix_space && t.lead_chars == 1 ? 0 : t.lead_bytes;
@@ -199,7 +243,8 @@ class Step {
  public:
   virtual ~Step() = default;
   [[nodiscard]] virtual std::size_t added_tokens(bool is_pair) const = 0;
-  virtual void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens) const = 0;
+  virtual void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens,
+                                 const Texts& texts) const = 0;
   [[nodiscard]] virtual bool trims() const = 0;  // whether any trim_offsets is on (needs token texts)
 };
 
@@ -215,12 +260,12 @@ class ClsSepStep final : public Step {
   }
   [[nodiscard]] bool trims() const override { return trim_; }
 
-  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens) const override {
+  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens, const Texts& texts) const override {
     if (roberta_) {
       if (trim_) {
         for (Enc& e : encodings) {
-          process_offsets(e, add_prefix_space_);
-          for (Enc& o : e.overflowing) process_offsets(o, add_prefix_space_);
+          process_offsets(e, add_prefix_space_, texts);
+          for (Enc& o : e.overflowing) process_offsets(o, add_prefix_space_, texts);
         }
       }
       for (Enc& e : encodings) e.set_type_ids(0);
@@ -267,11 +312,11 @@ class ByteLevelStep final : public Step {
   ByteLevelStep(bool trim_offsets, bool add_prefix_space) : trim_(trim_offsets), add_prefix_space_(add_prefix_space) {}
   [[nodiscard]] std::size_t added_tokens(bool) const override { return 0; }
   [[nodiscard]] bool trims() const override { return trim_; }
-  void process_encodings(std::vector<Enc>& encodings, bool) const override {
+  void process_encodings(std::vector<Enc>& encodings, bool, const Texts& texts) const override {
     if (trim_) {
       for (Enc& e : encodings) {
-        process_offsets(e, add_prefix_space_);
-        for (Enc& o : e.overflowing) process_offsets(o, add_prefix_space_);
+        process_offsets(e, add_prefix_space_, texts);
+        for (Enc& o : e.overflowing) process_offsets(o, add_prefix_space_, texts);
       }
     }
     for (std::size_t i = 0; i < encodings.size(); ++i) encodings[i].set_sequence_id(static_cast<int>(i));
@@ -302,7 +347,7 @@ class TemplateStep final : public Step {
   }
   [[nodiscard]] bool trims() const override { return false; }
 
-  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens) const override {
+  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens, const Texts&) const override {
     if (encodings.size() != 1 && encodings.size() != 2) {
       throw Error(concat("stile: TemplateProcessing got ", encodings.size(), " encodings (it takes 1 or 2)"));
     }
@@ -340,8 +385,8 @@ class SequenceStep final : public Step {
   [[nodiscard]] bool trims() const override {
     return std::any_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->trims(); });
   }
-  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens) const override {
-    for (const auto& s : steps_) s->process_encodings(encodings, add_special_tokens);
+  void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens, const Texts& texts) const override {
+    for (const auto& s : steps_) s->process_encodings(encodings, add_special_tokens, texts);
   }
 
  private:
@@ -443,20 +488,24 @@ class TokenizerPostProcessor final : public PostProcessor {
                                        bool add_special_tokens, std::optional<std::string_view> first_text,
                                        std::optional<std::string_view> second_text) const {
     std::vector<post_detail::Enc> encodings;
-    encodings.push_back(convert(first, first_text));
-    if (second) encodings.push_back(convert(*second, second_text));
+    encodings.push_back(convert(first, first_text, 0));
+    if (second) encodings.push_back(convert(*second, second_text, 1));
     for (std::size_t i = 0; i < encodings.size(); ++i) {
       post_detail::Enc& e = encodings[i];
       e.set_sequence_id(static_cast<int>(i));
       for (post_detail::Enc& o : e.overflowing) o.set_sequence_id(static_cast<int>(i));
       e.set_type_ids(static_cast<std::int32_t>(i));
     }
-    root_->process_encodings(encodings, add_special_tokens);
+    post_detail::Texts texts;
+    texts.text[0] = first_text;
+    texts.text[1] = second_text;
+    root_->process_encodings(encodings, add_special_tokens, texts);
     return post_detail::to_encoding(post_detail::merge(encodings));
   }
 
  private:
-  [[nodiscard]] post_detail::Enc convert(const Encoding& e, std::optional<std::string_view> text) const {
+  [[nodiscard]] post_detail::Enc convert(const Encoding& e, std::optional<std::string_view> text,
+                                         std::uint8_t index) const {
     post_detail::Enc out;
     out.ids = e.input_ids;
     out.type_ids = e.token_type_ids;
@@ -480,10 +529,11 @@ class TokenizerPostProcessor final : public PostProcessor {
           chars = static_cast<std::uint16_t>(std::min(chars + extra, 0xFFFFu));
           bytes = static_cast<std::uint16_t>(std::min(bytes + extra, 0xFFFFu));
         }
+        if (text) t.text = index;
         out.trims.push_back(t);
       }
     }
-    for (const Encoding& o : e.overflowing) out.overflowing.push_back(convert(o, text));
+    for (const Encoding& o : e.overflowing) out.overflowing.push_back(convert(o, text, index));
     return out;
   }
 
