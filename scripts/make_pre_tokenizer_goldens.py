@@ -67,6 +67,7 @@ CONFIGS = {
     "split_str": split("ab", "MergedWithNext", False, "String"),
     "split_str_empty": split("", "Contiguous", False, "String"),
     "split_str_meta": split(".*", "Removed", True, "String"),
+    "unicode_scripts": {"type": "UnicodeScripts"},
     "sequence": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
                                                        {"type": "Digits", "individual_digits": True},
                                                        {"type": "Punctuation", "behavior": "Isolated"}]},
@@ -77,7 +78,7 @@ HAND = ["", " ", "  a", "a  ", "Hello world's  123 !!  ", "a\nb\r\n c  \t d", "t
         "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3001\u3067\u3059\u3002", "a\u0085b\u000bc\u180ed\u00a0e",
         "ab\u200c\u200dcd", "\U0001F600 emoji \U0001F468\u200d\U0001F469 x", "baaac aab bc", "x\nx y\ny <\n>",
         "\u0661\u0662\u0663 \u00bd \u2167 \u0f2a", "ag09fz", "   leading and trailing   ", "a\u3000b\u2028c",
-        "\U00010D40\U0001E030 \u1C89"]
+        "\U00010D40\U0001E030 \u1C89", " \u4eac\u3044\u30b0\u30fc abc123 \u0410\u0411 \u0378x \u0301a"]
 
 
 def samples():
@@ -113,7 +114,7 @@ def main():
             # Every configuration gets the hand cases; the sample over all code points goes to those
             # whose classes differ (the rest would only repeat it).
             texts = HAND + (sample_texts if name in ("bert", "bytelevel", "whitespace", "digits",
-                                                     "split_llama3", "split_han") else [])
+                                                     "split_llama3", "split_han", "unicode_scripts") else [])
             for text, pieces in zip(texts, reference(config, texts)):
                 f.write(json.dumps({"name": name, "text": text, "pieces": pieces}, ensure_ascii=False) + "\n")
                 n += 1

@@ -200,7 +200,7 @@ TEST_CASE("read_pre_tokenizer: malformed JSON names the field", "[tokenizer][pre
   fails(R"([1])", "must be a JSON object or null");
   fails(R"({"add_prefix_space":true})", "missing \"type\"");
   fails(R"({"type":7})", "pre_tokenizer.type: must be a string");
-  fails(R"({"type":"UnicodeScripts"})", "\"UnicodeScripts\" is not a pre-tokenizer stile reads");
+  fails(R"({"type":"Replace"})", "\"Replace\" is not a pre-tokenizer stile reads");
   fails(R"({"type":"Nope"})", "pre_tokenizer.type: \"Nope\"");
   fails(R"({"type":"ByteLevel","trim_offsets":true})", "missing \"add_prefix_space\"");
   fails(R"({"type":"ByteLevel","add_prefix_space":true})", "missing \"trim_offsets\"");

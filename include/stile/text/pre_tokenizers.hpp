@@ -13,8 +13,8 @@
 //   Digits             digits.rs       numeric characters isolated or contiguous
 //   CharDelimiterSplit delimiter.rs    one character removed
 //   FixedLength        fixed_length.rs pieces of n characters
+//   UnicodeScripts     unicode_scripts a new piece where the script changes (the reference's table)
 //   Sequence           sequence.rs     each in turn
-// UnicodeScripts is refused by name.
 //
 // Character classes are the reference's, probed per code point (pre_tokenizer_tables.hpp, from
 // scripts/make_pre_tokenizer_tables.py): Rust's char::is_whitespace and is_numeric,
@@ -42,6 +42,7 @@
 #include "stile/text/pre_tokenizer_tables.hpp"
 #include "stile/text/regex.hpp"
 #include "stile/text/tokenizer_parts.hpp"
+#include "stile/text/unicode_scripts_table.hpp"
 #include "stile/text/utf8.hpp"
 
 namespace stile::tok {
@@ -198,6 +199,39 @@ class FixedLength final : public PreTokenizer {
 
  private:
   std::size_t length_;
+};
+
+// A piece ends where the script changes (unicode_scripts/pre_tokenizer.rs). Script "Any" (' ' and
+// code points the reference's table leaves out) never starts a piece nor ends a run; a split that
+// starts with such characters loses them (the reference's first cut is at the first other one).
+class UnicodeScripts final : public PreTokenizer {
+ public:
+  [[nodiscard]] static std::uint8_t script(char32_t c) noexcept {
+    const auto& table = unicode_scripts_table::kScripts;
+    const auto* after = std::upper_bound(std::begin(table), std::end(table), c,
+                                         [](char32_t v, const unicode_scripts_table::ScriptRange& r) { return v < r.first; });
+    if (after == std::begin(table) || c > std::prev(after)->last) return 0;
+    return std::prev(after)->script;
+  }
+
+  void pre_tokenize(PreTokenizedString& text) const override {
+    text.split([](std::size_t, NormalizedString&& s) {
+      const std::u32string_view chars = s.chars();
+      std::vector<std::size_t> cuts;
+      int last = -1;
+      for (std::size_t i = 0; i < chars.size(); ++i) {
+        const std::uint8_t sc = script(chars[i]);
+        if (sc == 0) continue;
+        if (last != sc) cuts.push_back(i);
+        last = sc;
+      }
+      cuts.push_back(chars.size());
+      std::vector<NormalizedString> pieces;
+      pieces.reserve(cuts.size());
+      for (std::size_t k = 0; k + 1 < cuts.size(); ++k) pieces.push_back(s.slice(cuts[k], cuts[k + 1]));
+      return pieces;
+    });
+  }
 };
 
 enum class PrependScheme { always, first, never };
@@ -390,6 +424,7 @@ inline std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const nlohmann::js
   static constexpr bool kTrue = true;
 
   if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
+  if (type == "UnicodeScripts") return std::make_unique<UnicodeScripts>();
   if (type == "Whitespace") return std::make_unique<Whitespace>();
   if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplit>();
   if (type == "ByteLevel") {
@@ -482,7 +517,7 @@ inline std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const nlohmann::js
   (place / "type").fail("\"", type,
                         "\" is not a pre-tokenizer stile reads (it reads: BertPreTokenizer, ByteLevel, "
                         "CharDelimiterSplit, Digits, FixedLength, Metaspace, Punctuation, Sequence, Split, "
-                        "Whitespace, WhitespaceSplit)");
+                        "UnicodeScripts, Whitespace, WhitespaceSplit)");
 }
 
 }  // namespace stile::tok
