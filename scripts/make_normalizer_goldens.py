@@ -64,6 +64,8 @@ HANDPICKED = [
     "\uff21\u0301b \u00a0\u0897 \u0e33\u0e49 \u0ec9\u0eb3",
     "Me llam\u00f3 \u1ead\u2026 \u0e33\u0e19\u0e49\u0e33",
     "'quoted' ``Backticks'' \u201csmart\u201d \u2014 dash",
+    # Precompiled's 6-byte grapheme rule with marks newer than utf8proc's Unicode 15.0
+    "\u0f77\u05c4\U0001611e\u0119 \u00a0\u05c4\u0897 \u00a0\u05c4\U000113b8 \u00a0\u1acf",
 ]
 
 POOL = (list("aAeEsSkK .,'") + [chr(c) for c in range(0x300, 0x316)] + [chr(c) for c in range(0x591, 0x59A)] +
@@ -82,6 +84,7 @@ def configs():
     for left, right in [(True, True), (True, False), (False, True)]:
         out.append(({"type": "Strip", "strip_left": left, "strip_right": right}, "Strip"))
     out.append(({"type": "Prepend", "prepend": "\u2581"}, "Prepend"))
+    out.append(({"type": "Prepend", "prepend": ""}, "Prepend"))
     out.append(({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}, "Replace"))
     out.append(({"type": "Replace", "pattern": {"String": "e\u0301"}, "content": ""}, "Replace"))
     out.append(({"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}, "Replace"))

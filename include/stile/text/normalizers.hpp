@@ -463,7 +463,15 @@ class PrependNormalizer final : public Normalizer {
  public:
   explicit PrependNormalizer(std::u32string prepend) : prepend_(std::move(prepend)) {}
   void normalize(NormalizedString& text) const override {
-    if (!text.empty()) text.prepend(prepend_);
+    if (text.empty()) return;
+    if (prepend_.empty()) {
+      // The reference still rewrites the first character, as an insertion at offset 0: it takes
+      // the piece's start as its origin (NormalizedString::prepend leaves an empty prefix alone).
+      const CharChange first{text.chars()[0], 1};
+      text.transform_range(0, 1, std::span<const CharChange>(&first, 1), 0);
+      return;
+    }
+    text.prepend(prepend_);
   }
 
  private:
@@ -662,12 +670,24 @@ class PrecompiledNormalizer final : public Normalizer {
 
  private:
   // The reference's unicode-segmentation knows Unicode 17; utf8proc 2.8 knows 15.0. The marks
-  // added since that join a grapheme as Extend are told to utf8proc as U+0300 (a plain Extend).
-  // Only graphemes under 6 bytes matter here (larger ones go character by character), so a
-  // difference shows only for characters of at most 3 bytes after a short base; probing the
-  // reference (NBSP + each BMP character, each mapped character + "a") found exactly these.
+  // added since, which join the grapheme before them (Extend, SpacingMark), are told to utf8proc
+  // as U+0300 (a plain Extend). A grapheme's extent matters here only through the 6-byte rule,
+  // and the probe that finds every such difference is NBSP U+05C4 c for every code point c
+  // (U+05C4 survives exactly when c makes the grapheme 6 bytes or more); it found these ranges
+  // and no character utf8proc joins that the reference does not. (Prepend characters were
+  // probed too, as "mapped character + a": no difference.)
   static utf8proc_int32_t grapheme_proxy(char32_t c) {
-    if (c == 0x897 || (c >= 0x1ACF && c <= 0x1ADD) || (c >= 0x1AE0 && c <= 0x1AEB)) return 0x300;
+    static constexpr std::pair<char32_t, char32_t> kNewExtend[] = {
+        {0x897, 0x897},     {0x1ACF, 0x1ADD},   {0x1AE0, 0x1AEB},   {0x10D69, 0x10D6D}, {0x10EFA, 0x10EFC},
+        {0x113B8, 0x113C0}, {0x113C2, 0x113C2}, {0x113C5, 0x113C5}, {0x113C7, 0x113CA}, {0x113CC, 0x113D0},
+        {0x113D2, 0x113D2}, {0x113E1, 0x113E2}, {0x11B60, 0x11B67}, {0x11F5A, 0x11F5A}, {0x1611E, 0x1612F},
+        {0x1E5EE, 0x1E5EF}, {0x1E6E3, 0x1E6E3}, {0x1E6E6, 0x1E6E6}, {0x1E6EE, 0x1E6EF}, {0x1E6F5, 0x1E6F5},
+    };
+    if (c >= 0x897) {
+      for (const auto& [first, last] : kNewExtend) {
+        if (c >= first && c <= last) return 0x300;
+      }
+    }
     return static_cast<utf8proc_int32_t>(c);
   }
   static bool breaks_between(char32_t a, char32_t b, utf8proc_int32_t& state) {
