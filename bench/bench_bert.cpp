@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   cli.toggle("--breakdown", "also print the time per operator class of each precision", breakdown);
   cli.simd_target();
   cli.no_int8_dot();
+  cli.example("bench_bert --precision fp32,int8 --lengths 16,128 --threads 1,2");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   std::vector<stile::BertModel> models;

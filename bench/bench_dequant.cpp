@@ -47,7 +47,7 @@ struct Quantized {
 };
 
 // The quantizer's outlier threshold (--outlier-ll): its default keeps 0.04% of Gaussian weights
-// as outliers, the real model's layers have 0.5-0.6% (docs/results.md, issue 4).
+// as outliers, the real model's layers have 0.5-0.6% (docs/benchmarks/dictionary-gemm.md).
 double g_outlier_ll = stile::quant::QuantizerOptions{}.outlier_log_likelihood;
 
 Quantized quantize(const std::vector<float>& w, std::size_t rows, std::size_t cols, unsigned bits) {
@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
   cli.flag("--outlier-ll", "X", "outlier threshold: log-likelihood under the Gaussian fit (default -4; -1.65 gives about 0.5%)",
            g_outlier_ll);
   cli.no_int8_dot();
+  cli.example("bench_dequant --quick");
+  cli.example("bench_dequant --part b --target AVX2", "the fused GEMM on the AVX2 code");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   const int rounds = quick ? 1 : 3, batches = quick ? 3 : 9;
   stile::ThreadPool pool(1);

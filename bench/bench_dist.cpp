@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
   cli.flag("--model", "DIR", "the model for --shape minilm", model_dir);
   cli.flag("--heads", "H0,H1,..", "heads per rank (default: even)", heads_text);
   cli.flag("--neurons", "F0,F1,..", "FFN neurons per rank (default: even)", neurons_text);
-  cli.flag("--slow-rank", "R", "emulate a slower device on this rank", slow_rank);
+  cli.flag("--slow-rank", "R", "emulate a slower device on this rank", slow_rank).shown_default("no rank is slowed");
   cli.flag("--slowdown", "F", "its compute phases take F times as long (emulated, by spinning)", slowdown).at_least(1);
   cli.toggle("--lp", "shares from the LP partitioner on measured profiles (the slow rank's slowdown included)", lp);
+  cli.example("mpirun -np 2 --bind-to core bench_dist --shape large --tokens 128 --modes ws,1d");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (!args.empty()) cli.fail("no positional arguments");
 

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   cli.toggle("--quick", "fewer repetitions", quick);
   cli.flag("--rows", "M,...", "rows of A (tokens) to run", ms).at_least(1);
   cli.flag("--threads", "T,...", "thread counts to run", thread_counts).range(1, 256);
+  cli.example("bench_gemm --rows 16,128 --threads 1,2");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   struct Shape {
     std::size_t N, K;

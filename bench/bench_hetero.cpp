@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   cli.toggle("--only-sync", "run benchmark (d) only (both clusters int8: the split's synchronization cost)", only_sync);
   cli.toggle("--best-of", "time the fastest of the 9 batches, not the median (for a machine shared with others)",
              g_best_of);
+  cli.example("POCL_MAX_PTHREAD_COUNT=1 bench_hetero --seconds 0.3");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   const stile::ModelPrecision p8 = stile::precision_preset("int8"), p16 = stile::precision_preset("fp16");

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   cli.simd_target();
   cli.flag("--m", "LIST", "rows (tokens) to run", ms);
   cli.flag("--threads", "LIST", "thread counts to run", thread_counts);
+  cli.example("bench_int8_gemm --quick");
+  cli.example("bench_int8_gemm --target AVX2 --no-dot", "what an AVX2 CPU without VNNI runs");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   struct Shape {

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   std::size_t tokens = 128;
   stile_cli::Parser cli("bench_lp_partition", "[options]", "Times the LP partitioner at 2, 4 and 10 devices.");
   cli.flag("--tokens", "N", "tokens of the layer", tokens).at_least(1);
+  cli.example("bench_lp_partition");
   cli.parse(argc, argv);
   if (!lp_partition_available()) {
     std::printf("bench_lp_partition: built without COIN-OR CLP: nothing to measure\n");

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
                         "number-format wrappers (int8 / integer LayerNorm, integer / erf-approx GELU, integer softmax) "
                         "against the fp32 kernels on BERT shapes");
   cli.toggle("--quick", "fewer batches", quick);
+  cli.example("bench_number_formats --quick");
   cli.parse(argc, argv);
   const int batches = quick ? 5 : 9;
 

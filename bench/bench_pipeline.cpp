@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   cli.flag("--runs", "R", "requests per figure (the median)", runs);
   cli.flag("--trace", "FILE", "write the last pipelined run's timeline as Chrome trace JSON", trace_path);
   cli.flag("--json", "FILE", "write the figures as JSON", json_path);
+  cli.example("bench_pipeline minilm.stile --bits 2,4,32 --runs 7");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   store_path = positional[0];

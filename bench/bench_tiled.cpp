@@ -265,6 +265,8 @@ int main(int argc, char** argv) {
   cli.flag("--parts", "LETTERS", "which parts to run, of a, b, c, d, e", parts);
   cli.flag("--json", "FILE", "write the results as JSON", json_path);
   cli.flag("--models", "LIST", "which models to run, of minilm, base, tiny (comma-separated)", which);
+  cli.example("bench_tiled --store minilm.stile --parts a", "working memory, untiled against tiled");
+  cli.example("bench_tiled --parts e --models tiny", "BERT-tiny at 512 tokens under 256 KB");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   stile::ThreadPool pool(threads == 0 ? stile::default_thread_pool().num_threads() : threads);
   fmt::print("machine: {}\nstile target: {}, {} threads, shards at {} bits\n", stile::bench::machine_description(),

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   cli.flag("--cache-kb", "LIST", "word-row cache budgets to run (KiB)", cache_kb);
   cli.flag("--sst2", "DIR", "the SST-2 directory with dev.tsv", sst2_dir);
   cli.flag("--json", "FILE", "write the results as JSON", json_path);
+  cli.example("bench_word_rows minilm.stile minilm_lr.stile --storage emmc --cache-kb 0,128");
   const std::vector<std::string> stores = cli.parse(argc, argv);
   if (stores.size() != 2) cli.fail("give two stores: the dense one, then the low-rank one");
 

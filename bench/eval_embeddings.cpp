@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   cli.flag("--limit", "N", "only the first N dev sentences (0: all)", limit);
   cli.threads(threads);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
+  cli.example("eval_embeddings --heads minilm.stile.heads.json --budgets 0.5,0.25");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   try {

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   cli.flag("--trace", "FILE", "with --execute: write one run of the best mapping as Chrome trace JSON", trace_path);
   cli.flag("--svg", "FILE", "write the convergence plot", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
+  cli.example("eval_mapping_ga --profile minilm.ops.json --tokens 128 --seeds 5");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
   if (!engine_store.empty() && execute == 0) cli.fail("--engine goes with --execute");

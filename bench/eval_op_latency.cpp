@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
            "with --processors: also run each mapping on the shard-store engine over STORE's 32-bit shards (preloaded)",
            engine_store);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
+  cli.example("eval_op_latency --profile minilm.ops.json --mappings 24 --tokens 32,128");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty()) cli.fail("--profile is required");
   if (!engine_store.empty() && processors.empty()) cli.fail("--engine goes with --processors");

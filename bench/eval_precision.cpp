@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   cli.simd_target();
   cli.no_int8_dot();
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
+  cli.example("eval_precision --heads minilm.stile.heads.json --precision fp32,int8");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
 
   try {

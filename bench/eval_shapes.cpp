@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
                         "STORE.heads.json, shards kept by STORE.importance.json.");
   cli.flag("--sst2", "DIR", "the SST-2 directory with dev.tsv (default: <repo>/../shared/data/sst2)", sst2_dir);
   cli.bits("--bits", "B", "the bitwidth of the depth and width table", bits);
+  cli.example("eval_shapes minilm.stile --bits 4");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const fs::path store_path = positional[0];

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   cli.toggle("--time", "layer compute time instead of accuracy", timing);
   cli.flag("--rounds", "R", "alternating rounds for --time", rounds).at_least(1);
   cli.threads(threads);
+  cli.example("eval_shard_int8 minilm.stile --time --bits 4,6 --lengths 16,128");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const fs::path store_path = positional[0];

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
                         "dev, for each stored bitwidth k.");
   cli.flag("--sst2", "PATH", "SST-2 dev.tsv (default: <repo>/../shared/data/sst2/dev.tsv)", sst2);
   cli.flag("--json", "OUT", "write the results as JSON", json_out);
+  cli.example("quant_fidelity minilm.stile");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.empty() || positional.size() > 2) cli.fail("give a shard store (and optionally MODEL_DIR)");
   try {

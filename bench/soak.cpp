@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
   cli.flag("--background-read-mbps", "R", "a second reader of the same emulated flash, R MB/s (default: none)",
            background_mbps)
       .at_least(0);
+  cli.example("soak minilm.stile --requests 10000 --storage emmc");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const fs::path store = positional[0];

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
                         "Runs the FFN of one BERT layer with stile's GEMM on random weights, checks sampled outputs "
                         "against a naive loop, and prints the time and throughput (default shape: 128 768 3072, "
                         "BERT-base).");
+  cli.example("gemm_demo", "one BERT-base FFN at 128 tokens");
+  cli.example("gemm_demo 16 384 1536", "MiniLM's FFN at 16 tokens");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (args.size() > 3) cli.fail("at most three dimensions: tokens, hidden, ffn");
   const auto dim = [&](std::size_t i, const char* what, std::size_t otherwise) {

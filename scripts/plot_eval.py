@@ -15,14 +15,16 @@ def esc(s):
     return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def chart(title, xlabel, series, hline=None, xlog=False):
+def chart(title, xlabel, series, hline=None, xlog=False, ylabel="SST-2 dev accuracy (%)", ystep=5):
+    """An SVG line chart of series [(name, [(x, y), ...]), ...]; also used by scripts/bench."""
     import math
     width, height, left, right, top, bottom = 760, 440, 70, 190, 40, 60
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts] + ([hline[1]] if hline else [])
     fx = (lambda v: math.log2(v + 1)) if xlog else (lambda v: v)
     x0, x1 = fx(min(xs)), fx(max(xs))
-    y0, y1 = math.floor(min(ys) / 5) * 5, math.ceil(max(ys) / 5) * 5 + (5 if max(ys) % 5 == 0 else 0)
+    y0 = math.floor(min(ys) / ystep) * ystep
+    y1 = math.ceil(max(ys) / ystep) * ystep + (ystep if max(ys) % ystep == 0 else 0)
     sx = lambda v: left + (fx(v) - x0) / ((x1 - x0) or 1) * (width - left - right)
     sy = lambda v: top + (y1 - v) / ((y1 - y0) or 1) * (height - top - bottom)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
@@ -32,12 +34,12 @@ def chart(title, xlabel, series, hline=None, xlog=False):
     while y <= y1:
         out.append(f'<line x1="{left}" y1="{sy(y):.1f}" x2="{width - right}" y2="{sy(y):.1f}" stroke="#eee"/>')
         out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-        y += 5
+        y += ystep
     for x in sorted(set(xs)):
         out.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 18}" text-anchor="middle">{x:g}</text>')
     out.append(f'<text x="{(left + width - right) / 2}" y="{height - 20}" text-anchor="middle">{esc(xlabel)}</text>')
     out.append(f'<text x="18" y="{(top + height - bottom) / 2}" transform="rotate(-90 18 {(top + height - bottom) / 2})" '
-               f'text-anchor="middle">SST-2 dev accuracy (%)</text>')
+               f'text-anchor="middle">{esc(ylabel)}</text>')
     if hline:
         out.append(f'<line x1="{left}" y1="{sy(hline[1]):.1f}" x2="{width - right}" y2="{sy(hline[1]):.1f}" '
                    f'stroke="#333" stroke-dasharray="6 4"/>')

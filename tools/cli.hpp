@@ -11,6 +11,9 @@
 //   cli.threads(threads);
 //   const std::vector<std::string> args = cli.parse(argc, argv);  // --help: prints, exits 0
 //   if (args.size() != 1) cli.fail("give one shard store");       // prints, exits 2
+//
+// A default that is a sentinel (the largest number, infinity) shows as "none" unless the flag
+// says it in words (.shown_default("no rank")); cli.example(...) adds a line to the help's examples.
 #include <algorithm>
 #include <charconv>
 #include <concepts>
@@ -117,6 +120,12 @@ struct Flag {
     choices = std::move(names);
     return *this;
   }
+  // The default as the help shows it, in words, where the value itself would mean nothing to a
+  // reader (a sentinel such as the largest number).
+  Flag& shown_default(std::string words) {
+    default_text = std::move(words);
+    return *this;
+  }
   Flag& short_name(std::string name_) {
     alias = std::move(name_);
     return *this;
@@ -169,7 +178,8 @@ class Parser {
   // or a comma list of them, each checked alike.
   template <Number T>
   Flag& flag(std::string name, std::string placeholder, std::string help, T& to) {
-    return add(std::move(name), std::move(placeholder), std::move(help), fmt::format("{}", to),
+    const bool sentinel = to == std::numeric_limits<T>::max() || (std::is_floating_point_v<T> && std::isinf(to));
+    return add(std::move(name), std::move(placeholder), std::move(help), sentinel ? "none" : fmt::format("{}", to),
                [&to](const Flag& f, std::string_view v) { to = f.number<T>(v); });
   }
   template <Number T>
@@ -243,8 +253,10 @@ class Parser {
                   [] { stile::detail::int8_dot_disabled() = true; });
   }
   // 0 is the default: one per core (ThreadPool's meaning of 0), as the tools have always taken it.
-  Flag& threads(std::size_t& n, std::string help = "compute threads (0 or unset: one per core)") {
-    return flag("--threads", "N", std::move(help), n).range(0, 1024);
+  Flag& threads(std::size_t& n, std::string help = "compute threads (0: one per core)") {
+    Flag& f = flag("--threads", "N", std::move(help), n).range(0, 1024);
+    if (n == 0) f.default_text = "one per core";
+    return f;
   }
 
   // The positional arguments, in order. --help prints the help and exits 0; a usage error prints
@@ -307,6 +319,12 @@ class Parser {
     return v;
   }
 
+  // A command line shown under "examples:" at the end of --help (an optional note after it).
+  Parser& example(std::string command, std::string note = {}) {
+    examples_.push_back(note.empty() ? std::move(command) : fmt::format("{}   # {}", command, note));
+    return *this;
+  }
+
   // Where the positional arguments after "--" start (all of them are positional, even "-").
   std::size_t literal_from() const noexcept { return literal_from_; }
 
@@ -339,6 +357,10 @@ class Parser {
     }
     row("-h, --help", "print this help");
     row("--", "the arguments after it are positional, even those starting with \"-\"");
+    if (!examples_.empty()) {
+      out += "\nexamples:\n";
+      for (const std::string& e : examples_) out += fmt::format("  {}\n", e);
+    }
     return out;
   }
 
@@ -388,6 +410,7 @@ class Parser {
 
   std::string program_, synopsis_, about_;
   std::deque<Flag> flags_;  // a deque: the Flag& handed out stay valid
+  std::vector<std::string> examples_;
   std::size_t literal_from_ = 0;
 };
 

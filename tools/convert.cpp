@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
            "lowrank: calibration sentences the search compares sentence embeddings on (0: no search, weights = "
            "token counts)",
            embedding_calibration);
+  cli.example("convert minilm.stile", "the default model: every layer x 12 shards x 2..6 and 32 bits");
+  cli.example("convert --embeddings lowrank --embedding-budget 0.25 minilm_lr.stile", "the word table 4x smaller");
+  cli.example("convert --checkpoint int8 ~/.cache/stile/all-MiniLM-L6-v2 minilm-int8", "a quantized model directory");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (!int8_scheme.empty() && checkpoint != "int8") cli.fail("--int8-scheme needs --checkpoint int8");
   if (positional.empty() || positional.size() > 2) cli.fail("give the output path (and optionally MODEL_DIR first)");

@@ -326,12 +326,14 @@ int main(int argc, char** argv) {
   cli.toggle("--even", "even shares instead of the LP's", o.even);
   cli.flag("--trace-dir", "DIR", "write a Chrome trace per rank (DIR/rank<r>.json)", o.trace_dir);
   cli.flag("--requests", "N", "run the text N times (re-partitioning between them)", o.requests).at_least(1);
-  cli.flag("--slow-rank", "R", "emulate a slower device on rank R", o.slow_rank);
+  cli.flag("--slow-rank", "R", "emulate a slower device on rank R", o.slow_rank).shown_default("no rank is slowed");
   cli.flag("--slowdown", "F", "its compute takes F times as long (emulated, by spinning)", o.slowdown).at_least(1);
   cli.flag("--slow-from", "K", "from request K on", o.slow_from).at_least(1);
   cli.flag("--mem-mb", "MB", "emulate MB of free memory for weights (all layers) on every rank", o.mem_mb).at_least(0);
   cli.flag("--threads", "N", "threads per rank", o.threads).at_least(1);
   cli.toggle("--check", "compare with the single-device model on rank 0 (exit 1 if it differs by > 1e-5)", o.check);
+  cli.example("mpirun -np 2 stile-dist-run ~/.cache/stile/all-MiniLM-L6-v2 \"a charming film\"");
+  cli.example("mpirun -np 2 stile-dist-run --requests 6 --slow-rank 1 --slowdown 2 --slow-from 3 ~/.cache/stile/all-MiniLM-L6-v2 \"a charming film\"", "rank 1 slows down, shares are re-planned");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (args.size() != 2) cli.fail("give MODEL_DIR (or STORE) and TEXT");
   if (!mpi_available()) {

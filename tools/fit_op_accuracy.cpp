@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   cli.flag("--seed", "N", "seed of the held-out configurations", seed);
   cli.threads(threads);
   cli.flag("--out", "FILE", "where to write the model", out);
+  cli.example("fit_op_accuracy --out minilm.accuracy.json --rows 256 --validate 20");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (out.empty()) cli.fail("--out is required");
   try {

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
              [&] { prefix_ranking = true; });
   cli.threads(threads);
   cli.flag("--batch", "B", "sentences per layer run", options.batch).at_least(1);
+  cli.example("importance minilm.stile", "writes minilm.stile.importance.json from SST-2 train rows");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const std::filesystem::path store_path = positional[0];

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
              if (v != "fp32" && v != "int8") cli.fail("--shard-gemm: '" + std::string(v) + "' is not fp32 or int8");
              int8_shards = v == "int8";
            });
+  cli.example("profile minilm.stile --storage emmc", "writes minilm.stile.profile.json");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   if (!mapping_path.empty() && threads != 0) {

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   cli.flag("--out-before-fit", "FILE", "also write the profile before the request cost fit (version 1: no request "
            "cost, the per-call transfer cost of two spinning threads), to compare predictions with",
            before_fit);
+  cli.example("profile_ops --out minilm.ops.json", "cores 0 and 1, 16..128 tokens");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (out.empty()) cli.fail("--out is required");
   try {

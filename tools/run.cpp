@@ -245,6 +245,8 @@ int main(int argc, char** argv) {
            "with --processors or --mapping: write what each processor ran during the last request as Chrome trace "
            "JSON, one lane per processor",
            processor_trace);
+  cli.example("run --storage emmc --target-ms 60 --preload-kb 1024 --word-cache-kb 128 minilm.stile \"a charming and often affecting journey\"");
+  cli.example("run --trace trace.json minilm.stile \"some text\"", "then scripts/plot_timeline.py trace.json timeline.svg");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (processors.empty() && (split_p || split_auto || !split_profile_path.empty())) {
     cli.fail("--split and --split-profile go with --processors");

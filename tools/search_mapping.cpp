@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   cli.flag("--seed", "N", "random seed", seed);
   cli.flag("--front", "FILE", "NSGA-II: write the whole front as JSON", front_path);
   cli.flag("--out", "FILE", "where to write the mapping", out);
+  cli.example("search_mapping --profile minilm.ops.json --accuracy minilm.accuracy.json --out mapping.json");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty() || out.empty()) cli.fail("--profile and --out are required");
   if (accuracy_path.empty() && (executable || !front_path.empty())) cli.fail("--executable and --front need --accuracy");
