@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
   cli.threads(threads);
   cli.flag("--svg", "FILE", "write the fronts as SVG", svg_path);
   cli.flag("--out", "FILE", "write the results as JSON", out_path);
-  cli.example("eval_precision_front --profile minilm.ops.json --accuracy minilm.accuracy.json --heads minilm.stile.heads.json");
+  cli.example(
+      "eval_precision_front --profile minilm.ops.json --accuracy minilm.accuracy.json --heads minilm.stile.heads.json");
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (profile_path.empty() || accuracy_path.empty() || heads_path.empty()) {
     cli.fail("--profile, --accuracy and --heads are required");

@@ -274,8 +274,10 @@ int main(int argc, char** argv) {
   cli.toggle("--latency-only", "no accuracy (a store of random weights: no heads, no importance)", latency_only);
   cli.flag("--min-bits", "B", "the planner's bitwidth floor", min_bits);
   cli.flag("--headroom", "F", "share of the target every method keeps free", headroom);
-  cli.flag("--word-cache-kb", "W", "the word-row cache of ours-P is min(W, P) KiB", word_cache_kb).at_least(0);
-  cli.example("eval_sst2 minilm.stile --targets 40,60,100 --runs 30 --min-bits 4 --preload-kb 1024,2048 --word-cache-kb 128");
+  cli.flag("--word-cache-kb", "W", "the word-row cache of ours-P is min(W, P) KiB (0: no cache)", word_cache_kb)
+      .at_least(0);
+  cli.example(
+      "eval_sst2 minilm.stile --targets 40,60,100 --runs 30 --min-bits 4 --preload-kb 1024,2048 --word-cache-kb 128");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   store_path = positional[0];

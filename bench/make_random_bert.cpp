@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
              [&] { d = 768, layers = 12, heads = 12, ff = 3072; });
   cli.toggle("--large", "BERT-large: 24 layers, hidden 1024, 16 heads, FFN 4096",
              [&] { d = 1024, layers = 24, heads = 16, ff = 4096; });
-  cli.example("make_random_bert /tmp/bb --vocab ~/.cache/stile/all-MiniLM-L6-v2/vocab.txt --base", "a BERT-base-shaped model");
+  cli.example("make_random_bert /tmp/bb --vocab ~/.cache/stile/all-MiniLM-L6-v2/vocab.txt --base",
+              "a BERT-base-shaped model");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1 || vocab_path.empty()) cli.fail("give OUT_DIR and --vocab");
   const fs::path out_dir = positional[0];

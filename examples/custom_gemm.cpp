@@ -10,6 +10,6 @@ int main() {
   // C[M x N] = GELU(A[M x K] W^T + b), W stored [N x K] like a PyTorch Linear weight; register
   // tile 4 x 8, cache blocks KC 128, MC 64, NC 512 (stile::gemm without them: the library's own).
   stile::gemm<stile::TileShape<4, 8, 128, 64, 512>>(M, A.data(), K, stile::DenseF32(W.data(), N, K), C.data(), N,
-                                                   stile::epilogue::BiasGelu{.bias = b.data()});
+                                                    stile::epilogue::BiasGelu{.bias = b.data()});
   std::printf("C[0][0] = %.4f\n", C[0]);  // GELU(384 * 0.5 * 0.01 + 0.1) = GELU(2.02)
 }

@@ -333,7 +333,10 @@ int main(int argc, char** argv) {
   cli.flag("--threads", "N", "threads per rank", o.threads).at_least(1);
   cli.toggle("--check", "compare with the single-device model on rank 0 (exit 1 if it differs by > 1e-5)", o.check);
   cli.example("mpirun -np 2 stile-dist-run ~/.cache/stile/all-MiniLM-L6-v2 \"a charming film\"");
-  cli.example("mpirun -np 2 stile-dist-run --requests 6 --slow-rank 1 --slowdown 2 --slow-from 3 ~/.cache/stile/all-MiniLM-L6-v2 \"a charming film\"", "rank 1 slows down, shares are re-planned");
+  cli.example(
+      "mpirun -np 2 stile-dist-run --requests 6 --slow-rank 1 --slowdown 2 --slow-from 3 "
+      "~/.cache/stile/all-MiniLM-L6-v2 \"a charming film\"",
+      "rank 1 slows down, shares are re-planned");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (args.size() != 2) cli.fail("give MODEL_DIR (or STORE) and TEXT");
   if (!mpi_available()) {

@@ -163,8 +163,10 @@ int main(int argc, char** argv) {
   cli.flag("--target-ms", "T", "latency target for the planner (default: none: the highest bitwidth)",
            options.target_ms)
       .at_least(0);
-  cli.flag("--preload-kb", "K", "the preload buffer's budget in KiB", preload_kb);
-  cli.flag("--word-cache-kb", "K", "the word-row cache's budget in KiB: rows kept between requests", word_cache_kb);
+  cli.flag("--preload-kb", "K", "the preload buffer's budget in KiB (0: shards are read for every request)",
+           preload_kb);
+  cli.flag("--word-cache-kb", "K", "the word-row cache's budget in KiB: rows kept between requests (0: no cache)",
+           word_cache_kb);
   cli.storage(options.storage);
   cli.backend(options.backend);
   cli.threads(options.threads);
@@ -245,8 +247,11 @@ int main(int argc, char** argv) {
            "with --processors or --mapping: write what each processor ran during the last request as Chrome trace "
            "JSON, one lane per processor",
            processor_trace);
-  cli.example("run --storage emmc --target-ms 60 --preload-kb 1024 --word-cache-kb 128 minilm.stile \"a charming and often affecting journey\"");
-  cli.example("run --trace trace.json minilm.stile \"some text\"", "then scripts/plot_timeline.py trace.json timeline.svg");
+  cli.example(
+      "run --storage emmc --target-ms 60 --preload-kb 1024 --word-cache-kb 128 minilm.stile \"a charming and often "
+      "affecting journey\"");
+  cli.example("run --trace trace.json minilm.stile \"some text\"",
+              "then scripts/plot_timeline.py trace.json timeline.svg");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (processors.empty() && (split_p || split_auto || !split_profile_path.empty())) {
     cli.fail("--split and --split-profile go with --processors");

@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
            split.calibration);
   cli.flag("--l2", "X", "L2 penalty of the logistic regression", lr.l2).at_least(0);
   cli.example("train_heads minilm.stile --shapes gold", "the full model's head");
-  cli.example("train_heads minilm.stile --shapes all --importance minilm.stile.importance.json", "a head per n x m shape");
+  cli.example("train_heads minilm.stile --shapes all --importance minilm.stile.importance.json",
+              "a head per n x m shape");
   const std::vector<std::string> positional = cli.parse(argc, argv);
   if (positional.size() != 1) cli.fail("give one shard store");
   const std::filesystem::path store_path = positional[0];
