@@ -392,6 +392,26 @@ TEST_CASE("trim_offsets moves offsets by characters of the text, as the referenc
   CHECK(without.offsets == std::vector<TokenOffsets>{{0, 2}, {0, 3}, {0, 3}, {0, 3}});
 }
 
+TEST_CASE("an lstrip added token with a far id (the model's) is trimmed, with a small table", "[tokenizer][post]") {
+  const WordLevel model(json::parse(R"({"vocab":{"[UNK]":0,"<s>":1,"</s>":2,"<m>":2000000000},"unk_token":"[UNK]"})"));
+  const AddedVocabulary added = AddedVocabulary::read(
+      json::parse(R"([{"id":2000000000,"content":"<m>","single_word":false,"lstrip":true,"rstrip":false,
+                       "normalized":false,"special":true}])"),
+      {"tok.json", "added_tokens"}, model, nullptr);
+  REQUIRE(added.token_to_id("<m>") == 2000000000);
+  const auto roberta = read_post_processor(json::parse(R"({"type":"RobertaProcessing","sep":["</s>",2],
+      "cls":["<s>",1],"trim_offsets":true,"add_prefix_space":false})"), place(), model, added);
+  const std::string text = "ab  <m>";
+  const PreTokenizedString pieces = added.extract_and_normalize(text, nullptr);
+  REQUIRE(pieces.splits().size() == 2);
+  Encoding e;
+  e.input_ids = {0, 2000000000};
+  e.token_type_ids = {0, 0};
+  e.offsets = {{0, 2}, {2, 7}};  // the added token took the two spaces on its left
+  const Encoding out = post_process(roberta.get(), e, std::nullopt, true, std::nullopt, text);
+  CHECK(out.offsets == std::vector<TokenOffsets>{{0, 0}, {0, 2}, {4, 7}, {0, 0}});
+}
+
 TEST_CASE("malformed post-processors and added tokens: errors name the field", "[tokenizer][post]") {
   const WordLevel model(json::parse(R"({"vocab":{"[UNK]":0,"[CLS]":1,"[SEP]":2,"a":3},"unk_token":"[UNK]"})"));
   const AddedVocabulary added;

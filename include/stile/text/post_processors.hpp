@@ -36,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -191,6 +192,18 @@ struct Texts {
 // byte offsets move by as many characters of the text, without it by the bytes the characters
 // stand for.
 inline void process_offsets(Enc& e, bool add_prefix_space, const Texts& texts) {
+  // Characters before a byte offset, counted on from the last one asked (tokens come in order).
+  std::size_t counted_to[2] = {0, 0};
+  std::size_t counted[2] = {0, 0};
+  const auto chars_before = [&](std::uint8_t which, std::string_view text, std::size_t offset) {
+    if (offset < counted_to[which]) {
+      counted_to[which] = 0;
+      counted[which] = 0;
+    }
+    counted[which] += count_chars(text, counted_to[which], offset);
+    counted_to[which] = offset;
+    return counted[which];
+  };
   for (std::size_t i = 0; i < e.size() && i < e.trims.size(); ++i) {
     const Trim& t = e.trims[i];
     TokenOffsets& o = e.offsets[i];
@@ -207,7 +220,7 @@ inline void process_offsets(Enc& e, bool add_prefix_space, const Texts& texts) {
         const std::size_t k = count_chars(*text, begin, o.end);
         if (k >= t.trail_chars) {
           o.end = std::max(chars_forward(*text, begin, k - t.trail_chars, o.end), o.begin);
-        } else if (count_chars(*text, 0, begin) + k >= t.trail_chars) {
+        } else if (chars_before(t.text, *text, begin) + k >= t.trail_chars) {
           o.end = o.begin;  // moved back past the token's start: the start, as max() gives
         }
       }
@@ -427,7 +440,8 @@ class TrimTable {
  public:
   TrimTable() = default;
   TrimTable(const Model& model, const AddedVocabulary& added) {
-    std::size_t limit = std::min<std::size_t>(model.vocab_size(), std::size_t{1} << 26);
+    const std::size_t limit = std::min<std::size_t>(model.vocab_size(), std::size_t{1} << 26);
+    dense_limit_ = limit + added.size() + 1;
     for (std::int32_t id = 0; id < static_cast<std::int32_t>(limit); ++id) {
       if (const auto s = model.id_to_token(id)) set(id, trim_of(*s, true));
     }
@@ -447,8 +461,10 @@ class TrimTable {
     });
   }
   [[nodiscard]] Trim at(std::int32_t id) const {
-    if (id < 0 || static_cast<std::size_t>(id) >= trims_.size()) return {};
-    return trims_[static_cast<std::size_t>(id)];
+    if (id < 0) return {};
+    if (static_cast<std::size_t>(id) < trims_.size()) return trims_[static_cast<std::size_t>(id)];
+    const auto it = far_.find(id);
+    return it == far_.end() ? Trim{} : it->second;
   }
 
  private:
@@ -456,12 +472,21 @@ class TrimTable {
     const auto i = static_cast<std::size_t>(id);
     if (t.lead_chars == 0 && t.trail_chars == 0 && !t.from_text) {
       if (i < trims_.size()) trims_[i] = t;
+      far_.erase(id);
+      return;
+    }
+    // Ids past the model's vocabulary (an added token's id can be any id the model has) go to a
+    // map, so one far id does not make the table huge.
+    if (i >= dense_limit_) {
+      far_[id] = t;
       return;
     }
     if (trims_.size() <= i) trims_.resize(i + 1);
     trims_[i] = t;
   }
+  std::size_t dense_limit_ = 0;
   std::vector<Trim> trims_;
+  std::unordered_map<std::int32_t, Trim> far_;
 };
 
 }  // namespace post_detail
