@@ -202,7 +202,10 @@ inline TokenVocab read_vocab_object(const nlohmann::json& j, const JsonPlace& pl
   if (j.size() > kMaxEntries) place.fail("has ", j.size(), " entries, more than ", kMaxEntries, " (absurd)");
   std::uint64_t max_id = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    max_id = std::max(max_id, read_whole(it.value(), kMaxId, place / concat("\"", it.key(), "\"")));
+    const nlohmann::json& v = it.value();
+    // The place (a string) is made only for the error: this loop runs once per token.
+    const bool plain = v.is_number_unsigned() && v.get<std::uint64_t>() <= kMaxId;
+    max_id = std::max(max_id, plain ? v.get<std::uint64_t>() : read_whole(v, kMaxId, place / concat("\"", it.key(), "\"")));
   }
   if (!j.empty() && max_id >= 4 * static_cast<std::uint64_t>(j.size()) + 65536) {
     place.fail("has ids up to ", max_id, " for ", j.size(), " tokens (absurd holes)");
@@ -230,13 +233,14 @@ class FlatMap64 {
 
   FlatMap64() { rehash(16); }
 
-  // Sets key's value (replacing an earlier one).
-  void set(std::uint64_t key, Value value) {
+  // Sets key's value (replacing an earlier one); returns where it is stored (valid until the next set).
+  Value* set(std::uint64_t key, Value value) {
     if ((size_ + 1) * 2 > entries_.size()) rehash(entries_.size() * 2);
     std::size_t i = slot(key);
     while (entries_[i].key != kEmpty && entries_[i].key != key) i = (i + 1) & mask_;
     if (entries_[i].key == kEmpty) ++size_;
     entries_[i] = {key, value};
+    return &entries_[i].value;
   }
   [[nodiscard]] const Value* find(std::uint64_t key) const noexcept {
     for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
@@ -291,12 +295,12 @@ class CodeTrie {
         const Edge fresh{++nodes_, -1};
         if (node == 0 && c < 128) {
           root_ascii_[c] = fresh;
+          edge = &root_ascii_[c];
         } else if (node == 0) {
-          root_.set(c, fresh);
+          edge = root_.set(c, fresh);
         } else {
-          edges_.set(edge_key(node, c), fresh);
+          edge = edges_.set(edge_key(node, c), fresh);
         }
-        edge = find(node, c);
       }
       node = edge->child;
     }
