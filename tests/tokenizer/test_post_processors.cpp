@@ -114,8 +114,10 @@ std::vector<PatternMatch> gpt2_matches(std::u32string_view t) {
       while (j < t.size() && cls(t[j]) == k) ++j;
     } else {
       while (j < t.size() && cls(t[j]) == 3) ++j;
-      if (j < t.size() && j - i >= 2) --j;  // \s+(?!\S): leave the last one for the next word
-      else if (j < t.size()) j = i + 1;
+      if (j < t.size() && j - i >= 2)
+        --j;  // \s+(?!\S): leave the last one for the next word
+      else if (j < t.size())
+        j = i + 1;
     }
     out.push_back({i, j, true});
     i = j;
@@ -161,7 +163,8 @@ struct Pipeline {
       p.split([this](std::size_t, NormalizedString&& s) {
         if (prefix_space && !s.empty() && s.chars()[0] != ' ') s.prepend(U" ");
         auto pieces = s.split(gpt2_matches(s.chars()), SplitBehavior::isolated);
-        for (NormalizedString& piece : pieces) piece.map([](char32_t c) { return byte_char(static_cast<unsigned>(c)); });
+        for (NormalizedString& piece : pieces)
+          piece.map([](char32_t c) { return byte_char(static_cast<unsigned>(c)); });
         return pieces;
       });
     }
@@ -235,7 +238,8 @@ std::string compare(const Encoding& got, const json& want, const std::string& te
     diff << where << " sequence ids differ; ";
   }
   std::vector<std::int32_t> mask(got.special_tokens_mask.begin(), got.special_tokens_mask.end());
-  if (mask != want.at("special_tokens_mask").get<std::vector<std::int32_t>>()) diff << where << " special mask differs; ";
+  if (mask != want.at("special_tokens_mask").get<std::vector<std::int32_t>>())
+    diff << where << " special mask differs; ";
   if (got.attention_mask != std::vector<std::int32_t>(ids.size(), 1)) diff << where << " attention mask; ";
   const json& offsets = want.at("offsets");
   if (got.offsets.size() != offsets.size()) {
@@ -255,7 +259,8 @@ std::string compare(const Encoding& got, const json& want, const std::string& te
     diff << where << " " << got.overflowing.size() << " overflowing, want " << overflowing.size() << "; ";
   } else {
     for (std::size_t i = 0; i < overflowing.size(); ++i) {
-      diff << compare(got.overflowing[i], overflowing[i], text, pair, where + ".overflowing[" + std::to_string(i) + "]");
+      diff << compare(got.overflowing[i], overflowing[i], text, pair,
+                      where + ".overflowing[" + std::to_string(i) + "]");
     }
   }
   return diff.str();
@@ -400,7 +405,8 @@ TEST_CASE("an lstrip added token with a far id (the model's) is trimmed, with a 
       {"tok.json", "added_tokens"}, model, nullptr);
   REQUIRE(added.token_to_id("<m>") == 2000000000);
   const auto roberta = read_post_processor(json::parse(R"({"type":"RobertaProcessing","sep":["</s>",2],
-      "cls":["<s>",1],"trim_offsets":true,"add_prefix_space":false})"), place(), model, added);
+      "cls":["<s>",1],"trim_offsets":true,"add_prefix_space":false})"),
+                                           place(), model, added);
   const std::string text = "ab  <m>";
   const PreTokenizedString pieces = added.extract_and_normalize(text, nullptr);
   REQUIRE(pieces.splits().size() == 2);
@@ -419,11 +425,12 @@ TEST_CASE("malformed post-processors and added tokens: errors name the field", "
   CHECK(read("null") == nullptr);
   CHECK(read(R"({"type":"BertProcessing","sep":["[SEP]",2],"cls":["[CLS]",1]})")->added_tokens(true) == 3);
   CHECK(read(R"({"type":"RobertaProcessing","sep":["[SEP]",2],"cls":["[CLS]",1],"trim_offsets":true,
-                 "add_prefix_space":true})")->added_tokens(true) == 4);
+                 "add_prefix_space":true})")
+            ->added_tokens(true) == 4);
   // As the reference: a RobertaProcessing without its two flags is read as BertProcessing.
   CHECK(read(R"({"type":"RobertaProcessing","sep":["[SEP]",2],"cls":["[CLS]",1]})")->added_tokens(true) == 3);
-  CHECK_THROWS_WITH(read(R"({"type":"UnicodeScripts"})"),
-                    Contains("tok.json: post_processor.type") && Contains("UnicodeScripts") && Contains("not supported"));
+  CHECK_THROWS_WITH(read(R"({"type":"UnicodeScripts"})"), Contains("tok.json: post_processor.type") &&
+                                                              Contains("UnicodeScripts") && Contains("not supported"));
   CHECK_THROWS_WITH(read(R"({"type":"BertProcessing","sep":["[SEP]",2]})"), Contains("missing \"cls\""));
   CHECK_THROWS_WITH(read(R"({"type":"BertProcessing","sep":["[SEP]",-2],"cls":["[CLS]",1]})"),
                     Contains("post_processor.sep[1]"));
@@ -466,9 +473,8 @@ TEST_CASE("malformed post-processors and added tokens: errors name the field", "
     return AddedVocabulary::read(json::parse(text), {"tok.json", "added_tokens"}, model, nullptr);
   };
   const char* flags = R"("single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true)";
-  const AddedVocabulary ok = read_added((std::string(R"([{"id":5,"content":"<x>",)") + flags +
-                                         R"(},{"id":1,"content":"[CLS]",)" + flags + "}]")
-                                            .c_str());
+  const AddedVocabulary ok = read_added(
+      (std::string(R"([{"id":5,"content":"<x>",)") + flags + R"(},{"id":1,"content":"[CLS]",)" + flags + "}]").c_str());
   // As the reference: ids come from the model's vocabulary, else after it (the JSON's id is not used).
   CHECK(ok.token_to_id("<x>") == 4);
   CHECK(ok.token_to_id("[CLS]") == 1);

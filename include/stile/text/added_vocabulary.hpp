@@ -96,8 +96,10 @@ class Trie {
     // smaller id, as the reference happens to give in the case we checked.
     std::int32_t& value = nodes_[node].value;
     if (value < 0 || id < value) value = id;
-    if (pattern[0] < 128) ascii_first_[pattern[0] >> 6] |= std::uint64_t{1} << (pattern[0] & 63);
-    else non_ascii_first_ = true;
+    if (pattern[0] < 128)
+      ascii_first_[pattern[0] >> 6] |= std::uint64_t{1} << (pattern[0] & 63);
+    else
+      non_ascii_first_ = true;
   }
 
   struct Match {
@@ -174,8 +176,9 @@ class AddedVocabulary {
       token.content = content.get<std::string>();
       // Matching walks a content's characters at each position of a text: bound that walk.
       if (token.content.size() > kMaxContentBytes) {
-        (at / "content").fail("is ", token.content.size(), " bytes long (stile reads added tokens of at most ",
-                              kMaxContentBytes, ")");
+        (at / "content")
+            .fail("is ", token.content.size(), " bytes long (stile reads added tokens of at most ", kMaxContentBytes,
+                  ")");
       }
       const auto flag = [&](std::string_view key) {
         const nlohmann::json& v = member(key);

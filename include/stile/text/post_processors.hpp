@@ -256,8 +256,7 @@ class Step {
  public:
   virtual ~Step() = default;
   [[nodiscard]] virtual std::size_t added_tokens(bool is_pair) const = 0;
-  virtual void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens,
-                                 const Texts& texts) const = 0;
+  virtual void process_encodings(std::vector<Enc>& encodings, bool add_special_tokens, const Texts& texts) const = 0;
   [[nodiscard]] virtual bool trims() const = 0;  // whether any trim_offsets is on (needs token texts)
 };
 
@@ -265,7 +264,10 @@ class Step {
 class ClsSepStep final : public Step {
  public:
   ClsSepStep(Special cls, Special sep, bool roberta, bool trim_offsets, bool add_prefix_space)
-      : cls_(std::move(cls)), sep_(std::move(sep)), roberta_(roberta), trim_(roberta && trim_offsets),
+      : cls_(std::move(cls)),
+        sep_(std::move(sep)),
+        roberta_(roberta),
+        trim_(roberta && trim_offsets),
         add_prefix_space_(add_prefix_space) {}
 
   [[nodiscard]] std::size_t added_tokens(bool is_pair) const override {
@@ -689,9 +691,10 @@ struct Reader {
       for (std::size_t i = 0; i < list.size(); ++i) steps.push_back(step(list[i], at[i]));
       return std::make_unique<SequenceStep>(std::move(steps));
     }
-    (place / "type").fail("\"", name,
-                          "\" is not supported (stile reads: BertProcessing, RobertaProcessing, ByteLevel, "
-                          "TemplateProcessing, Sequence)");
+    (place / "type")
+        .fail("\"", name,
+              "\" is not supported (stile reads: BertProcessing, RobertaProcessing, ByteLevel, "
+              "TemplateProcessing, Sequence)");
   }
 
   [[nodiscard]] std::unique_ptr<const Step> template_step(const nlohmann::json& j, const JsonPlace& place) const {
@@ -735,9 +738,10 @@ struct Reader {
         const JsonPlace pat = at[i];
         const nlohmann::json& p = list[i];
         if (!p.is_object() || p.size() != 1) {
-          pat.fail("must be {\"Sequence\": {\"id\": \"A\"|\"B\", \"type_id\": n}} or {\"SpecialToken\": {\"id\": "
-                   "name, \"type_id\": n}}, got ",
-                   json_excerpt(p));
+          pat.fail(
+              "must be {\"Sequence\": {\"id\": \"A\"|\"B\", \"type_id\": n}} or {\"SpecialToken\": {\"id\": "
+              "name, \"type_id\": n}}, got ",
+              json_excerpt(p));
         }
         const std::string& kind = p.begin().key();
         const nlohmann::json& body = p.begin().value();
