@@ -287,25 +287,37 @@ inline CharTable::CharTable() {
   }
   // The records are complete but for the inert flags, which need decompose()/compose(): give the
   // table a first form without them, then compute them per character that has data.
+  // Two stages: 128-character blocks; a block with no data is block 0 (all the default record),
+  // and a block equal to the one before it (the Hangul syllables) is shared.
   const auto build = [&] {
     records_.assign(1, CharRecord{});
     std::map<CharRecord, std::uint16_t> ids;
     ids.emplace(CharRecord{}, 0);
-    std::vector<std::uint16_t> flat(0x110000, 0);
+    std::vector<std::pair<char32_t, std::uint16_t>> entries;
+    entries.reserve(special.size());
     for (const auto& [c, r] : special) {
       const auto [it, inserted] = ids.emplace(r, static_cast<std::uint16_t>(records_.size()));
       if (inserted) records_.push_back(r);
-      flat[c] = it->second;
+      entries.emplace_back(c, it->second);
     }
+    std::sort(entries.begin(), entries.end());
+    constexpr std::size_t kBlock = std::size_t{1} << kShift;
     stage1_.assign(0x110000 >> kShift, 0);
-    stage2_.clear();
-    std::map<std::vector<std::uint16_t>, std::uint16_t> blocks;
+    stage2_.assign(kBlock, 0);
+    std::array<std::uint16_t, kBlock> block{};
+    std::size_t e = 0;
     for (std::size_t b = 0; b < stage1_.size(); ++b) {
-      std::vector<std::uint16_t> block(flat.begin() + static_cast<std::ptrdiff_t>(b << kShift),
-                                       flat.begin() + static_cast<std::ptrdiff_t>((b + 1) << kShift));
-      const auto [it, inserted] = blocks.emplace(block, static_cast<std::uint16_t>(stage2_.size() >> kShift));
-      if (inserted) stage2_.insert(stage2_.end(), block.begin(), block.end());
-      stage1_[b] = it->second;
+      const std::size_t block_end = (b + 1) << kShift;
+      if (e == entries.size() || entries[e].first >= block_end) continue;
+      block.fill(0);
+      for (; e < entries.size() && entries[e].first < block_end; ++e) block[entries[e].first & kMask] = entries[e].second;
+      const std::size_t previous = stage2_.size() - kBlock;
+      if (previous != 0 && std::equal(block.begin(), block.end(), stage2_.begin() + static_cast<std::ptrdiff_t>(previous))) {
+        stage1_[b] = static_cast<std::uint16_t>(previous >> kShift);
+        continue;
+      }
+      stage1_[b] = static_cast<std::uint16_t>(stage2_.size() >> kShift);
+      stage2_.insert(stage2_.end(), block.begin(), block.end());
     }
   };
   build();
@@ -324,7 +336,7 @@ inline CharTable::CharTable() {
     return changes.size() == 1 && changes[0].c == c && changes[0].change == 0;
   };
   for (auto& [c, r] : special) {
-    if (r.ccc != 0) continue;
+    if (r.ccc != 0 || is_hangul_syllable(c)) continue;
     std::uint8_t inert = 0;
     if (leaves_alone(c, false, false)) inert |= kNfdInert;
     if (leaves_alone(c, true, false)) inert |= kNfkdInert;
