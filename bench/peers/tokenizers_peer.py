@@ -124,9 +124,11 @@ def cmd_summarize(a):
         us = statistics.median(r["stile"]["us_per_text"] for r in rs)
         stt = statistics.median(r["stile"]["tokens_per_s"] for r in rs)
         hbt = statistics.median(r["hf"]["batch"]["tokens_per_s"] for r in rs)
+        locked = sum(1 for r in rs if r.get("locked", True))
+        load = statistics.median(r.get("load", 0.0) for r in rs)
         check = "" if rs[0]["stile"]["tokens"] / rs[0]["stile"]["texts"] == rs[0]["hf"]["batch"]["tokens"] / rs[0]["hf"]["batch"]["texts"] else "  (token counts differ!)"
         print(f"{name:16s} {texts:10s} {st:14.0f} {hb:10.0f} {hl:10.0f} {us:13.1f} {stt:12.0f} {hbt:14.0f} "
-              f"{st / hb:7.2f}x {st / hl:6.2f}x{check}")
+              f"{st / hb:7.2f}x {st / hl:6.2f}x  load {load:.1f}, {locked}/{len(rs)} locked{check}")
 
 
 def main():
