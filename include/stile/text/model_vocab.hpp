@@ -140,6 +140,14 @@ class StringTable {
 // vector, so ids far beyond the number of tokens are refused when read (read_vocab_object).
 class TokenVocab {
  public:
+  TokenVocab() = default;
+  // Moved, never copied: by_id_ points into ids_'s nodes, which a move keeps and a copy would not.
+  TokenVocab(TokenVocab&&) noexcept = default;
+  TokenVocab& operator=(TokenVocab&&) noexcept = default;
+  TokenVocab(const TokenVocab&) = delete;
+  TokenVocab& operator=(const TokenVocab&) = delete;
+  ~TokenVocab() = default;
+
   // Adds token with id, replacing an earlier id of the same token (as the reference's map does).
   void set(std::string token, std::int32_t id) {
     table_.set(token, id);
