@@ -162,9 +162,12 @@ inline void merge_with(Enc& self, const Enc& pair) {
   self.overflowing = std::move(overflowings);
 }
 
-[[nodiscard]] inline Enc merge(const std::vector<Enc>& encodings) {
-  Enc out;
-  for (const Enc& e : encodings) merge_with(out, e);
+// The reference's Encoding::merge (merge_with from an empty encoding). Merging into the empty one
+// gives the first encoding as it is, overflowing included, so the first is moved.
+[[nodiscard]] inline Enc merge(std::vector<Enc>&& encodings) {
+  if (encodings.empty()) return {};
+  Enc out = std::move(encodings[0]);
+  for (std::size_t i = 1; i < encodings.size(); ++i) merge_with(out, encodings[i]);
   return out;
 }
 
@@ -369,14 +372,21 @@ class TemplateStep final : public Step {
     const std::vector<Piece>& pieces = encodings.size() == 2 ? pair_ : single_;
     std::vector<Enc> out;
     out.reserve(pieces.size());
-    for (const Piece& p : pieces) {
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& p = pieces[k];
       if (p.is_sequence) {
         const auto i = static_cast<std::size_t>(p.sequence);
         if (i >= encodings.size()) throw Error("stile: TemplateProcessing: the template names $B for one text");
         Enc& e = encodings[i];
         e.set_type_ids(p.type_id);
         e.set_sequence_id(p.sequence);
-        out.push_back(e);
+        const bool used_later = std::any_of(pieces.begin() + static_cast<std::ptrdiff_t>(k) + 1, pieces.end(),
+                                            [&p](const Piece& q) { return q.is_sequence && q.sequence == p.sequence; });
+        if (used_later) {
+          out.push_back(e);
+        } else {
+          out.push_back(std::move(e));
+        }
       } else if (add_special_tokens) {
         out.push_back(special_enc(specials_[p.special], p.type_id));
       }
@@ -424,16 +434,16 @@ class SequenceStep final : public Step {
   return out;
 }
 
-[[nodiscard]] inline Encoding to_encoding(const Enc& e) {
+[[nodiscard]] inline Encoding to_encoding(Enc&& e) {
   Encoding out;
-  out.input_ids = e.ids;
-  out.token_type_ids = e.type_ids;
-  out.attention_mask.assign(e.size(), 1);
-  out.offsets = e.offsets;
-  out.special_tokens_mask = e.special;
   out.sequence_ids = sequence_ids(e);
+  out.attention_mask.assign(e.size(), 1);
+  out.input_ids = std::move(e.ids);
+  out.token_type_ids = std::move(e.type_ids);
+  out.offsets = std::move(e.offsets);
+  out.special_tokens_mask = std::move(e.special);
   out.overflowing.reserve(e.overflowing.size());
-  for (const Enc& o : e.overflowing) out.overflowing.push_back(to_encoding(o));
+  for (Enc& o : e.overflowing) out.overflowing.push_back(to_encoding(std::move(o)));
   return out;
 }
 
@@ -511,12 +521,12 @@ class TokenizerPostProcessor final : public PostProcessor {
     return process_texts(std::move(first), std::move(second), add_special_tokens, std::nullopt, std::nullopt);
   }
 
-  [[nodiscard]] Encoding process_texts(const Encoding& first, const std::optional<Encoding>& second,
-                                       bool add_special_tokens, std::optional<std::string_view> first_text,
+  [[nodiscard]] Encoding process_texts(Encoding first, std::optional<Encoding> second, bool add_special_tokens,
+                                       std::optional<std::string_view> first_text,
                                        std::optional<std::string_view> second_text) const {
     std::vector<post_detail::Enc> encodings;
-    encodings.push_back(convert(first, first_text, 0));
-    if (second) encodings.push_back(convert(*second, second_text, 1));
+    encodings.push_back(convert(std::move(first), first_text, 0));
+    if (second) encodings.push_back(convert(std::move(*second), second_text, 1));
     for (std::size_t i = 0; i < encodings.size(); ++i) {
       post_detail::Enc& e = encodings[i];
       e.set_sequence_id(static_cast<int>(i));
@@ -527,23 +537,23 @@ class TokenizerPostProcessor final : public PostProcessor {
     texts.text[0] = first_text;
     texts.text[1] = second_text;
     root_->process_encodings(encodings, add_special_tokens, texts);
-    return post_detail::to_encoding(post_detail::merge(encodings));
+    return post_detail::to_encoding(post_detail::merge(std::move(encodings)));
   }
 
  private:
-  [[nodiscard]] post_detail::Enc convert(const Encoding& e, std::optional<std::string_view> text,
-                                         std::uint8_t index) const {
+  [[nodiscard]] post_detail::Enc convert(Encoding&& e, std::optional<std::string_view> text, std::uint8_t index) const {
     post_detail::Enc out;
-    out.ids = e.input_ids;
-    out.type_ids = e.token_type_ids;
-    out.type_ids.resize(e.size(), 0);
-    out.offsets = e.offsets;
-    out.offsets.resize(e.size());
-    out.special.assign(e.size(), 0);
+    const std::size_t n = e.size();
+    out.ids = std::move(e.input_ids);
+    out.type_ids = std::move(e.token_type_ids);
+    out.type_ids.resize(n, 0);
+    out.offsets = std::move(e.offsets);
+    out.offsets.resize(n);
+    out.special.assign(n, 0);
     if (trims_) {
-      out.trims.reserve(e.size());
-      for (std::size_t i = 0; i < e.size(); ++i) {
-        post_detail::Trim t = trims_->at(e.input_ids[i]);
+      out.trims.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        post_detail::Trim t = trims_->at(out.ids[i]);
         const TokenOffsets o = out.offsets[i];
         if (t.from_text && text && o.begin <= o.end && o.end <= text->size()) {
           t = post_detail::trim_of(text->substr(o.begin, o.end - o.begin), false);
@@ -560,7 +570,7 @@ class TokenizerPostProcessor final : public PostProcessor {
         out.trims.push_back(t);
       }
     }
-    for (const Encoding& o : e.overflowing) out.overflowing.push_back(convert(o, text, index));
+    for (Encoding& o : e.overflowing) out.overflowing.push_back(convert(std::move(o), text, index));
     return out;
   }
 
@@ -584,10 +594,10 @@ class TokenizerPostProcessor final : public PostProcessor {
   };
   std::vector<post_detail::Enc> encodings;
   encodings.push_back(convert(first, convert));
-  if (!second) return post_detail::to_encoding(encodings[0]);
+  if (!second) return post_detail::to_encoding(std::move(encodings[0]));
   encodings.push_back(convert(*second, convert));
   for (std::size_t i = 0; i < encodings.size(); ++i) encodings[i].set_sequence_id(static_cast<int>(i));
-  return post_detail::to_encoding(post_detail::merge(encodings));
+  return post_detail::to_encoding(post_detail::merge(std::move(encodings)));
 }
 
 // The name the pipeline uses for default_process.
@@ -617,7 +627,7 @@ class TokenizerPostProcessor final : public PostProcessor {
   }
   if (processor == nullptr) return default_process(first, second);
   if (const auto* p = dynamic_cast<const TokenizerPostProcessor*>(processor)) {
-    return p->process_texts(first, second, add_special_tokens, first_text, second_text);
+    return p->process_texts(std::move(first), std::move(second), add_special_tokens, first_text, second_text);
   }
   return processor->process(std::move(first), std::move(second), add_special_tokens);
 }
