@@ -59,7 +59,8 @@ std::unique_ptr<const Model> model_of(std::string_view json_text) {
 // "id:begin-end ..." for messages and comparisons.
 std::string show(const std::vector<Token>& tokens) {
   std::string s;
-  for (const Token& t : tokens) s += std::to_string(t.id) + ":" + std::to_string(t.begin) + "-" + std::to_string(t.end) + " ";
+  for (const Token& t : tokens)
+    s += std::to_string(t.id) + ":" + std::to_string(t.begin) + "-" + std::to_string(t.end) + " ";
   return s;
 }
 
@@ -114,9 +115,10 @@ Parity check_fixture(const std::string& name) {
 }  // namespace
 
 TEST_CASE("models trained by the reference give its ids and offsets on every fixture piece", "[tokenizer][models]") {
-  for (const char* name : {"wordpiece", "wordpiece_short", "wordpiece_no_prefix", "bpe", "bpe_legacy_fuse",
-                           "bpe_ignore_merges", "bpe_no_unk", "bpe_byte_fallback", "bpe_affix", "bpe_affix_byte_fallback",
-                           "bpe_handmade", "unigram", "unigram_byte_fallback", "unigram_ties"}) {
+  for (const char* name :
+       {"wordpiece", "wordpiece_short", "wordpiece_no_prefix", "bpe", "bpe_legacy_fuse", "bpe_ignore_merges",
+        "bpe_no_unk", "bpe_byte_fallback", "bpe_affix", "bpe_affix_byte_fallback", "bpe_handmade", "unigram",
+        "unigram_byte_fallback", "unigram_ties"}) {
     INFO(name);
     const Parity parity = check_fixture(name);
     for (const std::string& d : parity.differences) UNSCOPED_INFO(d);
@@ -140,7 +142,8 @@ TEST_CASE("read_model dispatches on type, or on the fields as the reference's un
   // a list vocab Unigram.
   CHECK(dynamic_cast<const stile::tok::BpeModel*>(model_of(R"({"vocab":{"a":0},"merges":[]})").get()));
   CHECK(dynamic_cast<const stile::tok::WordPieceModel*>(
-      model_of(R"({"unk_token":"a","continuing_subword_prefix":"##","max_input_chars_per_word":5,"vocab":{"a":0}})").get()));
+      model_of(R"({"unk_token":"a","continuing_subword_prefix":"##","max_input_chars_per_word":5,"vocab":{"a":0}})")
+          .get()));
   const auto wl = model_of(R"({"vocab":{"<unk>":0,"hello":1},"unk_token":"<unk>"})");
   CHECK(dynamic_cast<const stile::tok::WordLevelModel*>(wl.get()));
   CHECK(tokens_of(*wl, "hello") == "1:0-5 ");
@@ -171,15 +174,17 @@ TEST_CASE("BPE unk, fuse_unk, byte_fallback and ignore_merges follow model.rs", 
   const std::string vocab = R"("vocab":{"<unk>":0,"a":1,"b":2,"ab":3,"<0xC3>":4,"<0xA9>":5})";
   const auto plain = model_of(R"({"type":"BPE","unk_token":"<unk>",)" + vocab + R"(,"merges":[["a","b"]]})");
   CHECK(tokens_of(*plain, "xyab") == "0:0-1 0:1-2 3:2-4 ");
-  const auto fused = model_of(R"({"type":"BPE","unk_token":"<unk>","fuse_unk":true,)" + vocab + R"(,"merges":[["a","b"]]})");
+  const auto fused =
+      model_of(R"({"type":"BPE","unk_token":"<unk>","fuse_unk":true,)" + vocab + R"(,"merges":[["a","b"]]})");
   CHECK(tokens_of(*fused, "xyab") == "0:0-2 3:2-4 ");
   // Byte fallback: each byte token of "é" covers "é"; "☃" has no byte tokens -> unk.
-  const auto bytes = model_of(R"({"type":"BPE","unk_token":"<unk>","byte_fallback":true,)" + vocab +
-                              R"(,"merges":[["a","b"]]})");
+  const auto bytes =
+      model_of(R"({"type":"BPE","unk_token":"<unk>","byte_fallback":true,)" + vocab + R"(,"merges":[["a","b"]]})");
   CHECK(tokens_of(*bytes, "aébab") == "1:0-1 4:1-2 5:1-2 2:2-3 3:3-5 ");
   CHECK(tokens_of(*bytes, "a☃") == "1:0-1 0:1-2 ");
   // ignore_merges: a piece in the vocab is that token even where merges would not make it.
-  const auto ignore = model_of(R"({"type":"BPE","ignore_merges":true,"vocab":{"a":0,"b":1,"ab":2,"ba":3},"merges":[["a","b"]]})");
+  const auto ignore =
+      model_of(R"({"type":"BPE","ignore_merges":true,"vocab":{"a":0,"b":1,"ab":2,"ba":3},"merges":[["a","b"]]})");
   CHECK(tokens_of(*ignore, "ba") == "3:0-2 ");
   const auto merging = model_of(R"({"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"ba":3},"merges":[["a","b"]]})");
   CHECK(tokens_of(*merging, "ba") == "1:0-1 0:1-2 ");
@@ -196,7 +201,8 @@ TEST_CASE("Unigram: Viterbi with the reference's ties, fused unknowns and byte f
   CHECK(tokens_of(*m, "abcdacdxx") == "8:0-4 1:4-5 5:5-7 0:7-9 ");
   // Ties: a+b and ab both score -2 -> the first offer to position 2 stays (a then b... from 0:
   // "a" reaches 1, "ab" reaches 2 first with -2; "b" from 1 offers -2 too, not better).
-  const auto ties = model_of(R"({"type":"Unigram","unk_id":0,"vocab":[["<unk>",-5.0],["a",-1.0],["b",-1.0],["ab",-2.0]]})");
+  const auto ties =
+      model_of(R"({"type":"Unigram","unk_id":0,"vocab":[["<unk>",-5.0],["a",-1.0],["b",-1.0],["ab",-2.0]]})");
   CHECK(tokens_of(*ties, "ab") == "3:0-2 ");
   // Byte fallback: every byte token of a fused unknown run covers the whole run.
   const auto bytes = model_of(R"({"type":"Unigram","unk_id":0,"byte_fallback":true,"vocab":[["<unk>",0.0],["a",-1.0],
@@ -243,8 +249,10 @@ TEST_CASE("malformed model JSON is refused with the field named", "[tokenizer][m
   fails(R"({"type":"BPE","vocab":{"a":0,"b":0},"merges":[]})", "model.vocab", "both have id 0");
   fails(R"({"type":"BPE","vocab":{"a":4000000000},"merges":[]})", "model.vocab.\"a\"", "absurd");
   fails(R"({"type":"BPE","vocab":{"a":0,"b":9000000},"merges":[]})", "model.vocab", "absurd holes");
-  fails(R"({"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","c"]]})", "model.merges[0]", "\"c\", which is not in the vocab");
-  fails(R"({"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","b"]]})", "model.merges[0]", "makes \"ab\", which is not in the vocab");
+  fails(R"({"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","c"]]})", "model.merges[0]",
+        "\"c\", which is not in the vocab");
+  fails(R"({"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","b"]]})", "model.merges[0]",
+        "makes \"ab\", which is not in the vocab");
   fails(R"({"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b c"]})", "model.merges[0]", "one space");
   fails(R"({"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"],"a b"]})", "model.merges[1]", "pair");
   fails(R"({"type":"BPE","vocab":{"a":0},"merges":{}})", "model.merges", "JSON array");
@@ -253,10 +261,12 @@ TEST_CASE("malformed model JSON is refused with the field named", "[tokenizer][m
   fails(R"({"type":"BPE","vocab":{"a":0},"merges":[],"unk_token":5})", "model.unk_token", "must be a string");
   fails(R"({"type":"WordPiece","vocab":{"a":0},"unk_token":"a","continuing_subword_prefix":"##"})", "model",
         "missing \"max_input_chars_per_word\"");
-  fails(R"({"type":"WordPiece","vocab":{"a":0},"unk_token":"a","continuing_subword_prefix":"##","max_input_chars_per_word":-3})",
-        "model.max_input_chars_per_word", "whole number");
-  fails(R"({"type":"WordPiece","vocab":{"a":0},"unk_token":null,"continuing_subword_prefix":"##","max_input_chars_per_word":3})",
-        "model.unk_token", "must be a string");
+  fails(
+      R"({"type":"WordPiece","vocab":{"a":0},"unk_token":"a","continuing_subword_prefix":"##","max_input_chars_per_word":-3})",
+      "model.max_input_chars_per_word", "whole number");
+  fails(
+      R"({"type":"WordPiece","vocab":{"a":0},"unk_token":null,"continuing_subword_prefix":"##","max_input_chars_per_word":3})",
+      "model.unk_token", "must be a string");
   fails(R"({"type":"Unigram"})", "model", "missing \"vocab\"");
   fails(R"({"type":"Unigram","vocab":[["a"]]})", "model.vocab[0]", "[piece, score]");
   fails(R"({"type":"Unigram","vocab":[["a","x"]]})", "model.vocab[0]", "[piece, score]");
@@ -349,8 +359,9 @@ TEST_CASE("model sweep: parity and speed on a directory of cases", "[.sweep]") {
     } while (seconds < 0.5);
     const double pieces_done = static_cast<double>(pieces.size()) * rounds;
     std::printf("%-24s %7zu pieces  parity %7zu/%-7zu (%.2f%%)  %8.1f us/1000 pieces  %6.2f Mtokens/s  load %.1f ms\n",
-                name.c_str(), pieces.size(), same, pieces.size(), 100.0 * static_cast<double>(same) / static_cast<double>(pieces.size()),
-                seconds * 1e9 / pieces_done, static_cast<double>(tokens) / seconds / 1e6, load_ms);
+                name.c_str(), pieces.size(), same, pieces.size(),
+                100.0 * static_cast<double>(same) / static_cast<double>(pieces.size()), seconds * 1e9 / pieces_done,
+                static_cast<double>(tokens) / seconds / 1e6, load_ms);
     CHECK(same == pieces.size());
   }
 }

@@ -78,8 +78,7 @@ class BpeModel final : public Model {
                                    "\", which is not in the vocab");
       }
       // A pair listed twice keeps its later rank, as the reference's map does.
-      merges_.set(pair_key(*a_id, *b_id),
-                  (static_cast<std::uint64_t>(i) << 32) | static_cast<std::uint32_t>(*new_id));
+      merges_.set(pair_key(*a_id, *b_id), (static_cast<std::uint64_t>(i) << 32) | static_cast<std::uint32_t>(*new_id));
     }
     build_char_ids();
     byte_ids_ = byte_token_ids([&](std::string_view name) { return vocab_.find(name); });
@@ -177,9 +176,7 @@ class BpeModel final : public Model {
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     return vocab_.find(token);
   }
-  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override {
-    return vocab_.token(id);
-  }
+  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
   [[nodiscard]] const BpeOptions& options() const noexcept { return options_; }
 
@@ -341,7 +338,8 @@ class BpeModel final : public Model {
       current.len += right.len;
       current.next = right.next;
       symbols[next_pos].len = 0;
-      if (right.next > -1 && right.next < size) symbols[static_cast<std::size_t>(right.next)].prev = static_cast<std::int32_t>(top.pos);
+      if (right.next > -1 && right.next < size)
+        symbols[static_cast<std::size_t>(right.next)].prev = static_cast<std::int32_t>(top.pos);
       if (current.prev >= 0) {
         const auto prev = static_cast<std::size_t>(current.prev);
         if (const std::uint64_t* pm = merges_.find(pair_key(symbols[prev].id, current.id))) {
@@ -353,7 +351,8 @@ class BpeModel final : public Model {
       if (current.next > -1 && current.next < size) {
         const auto next = static_cast<std::size_t>(current.next);
         if (const std::uint64_t* nm = merges_.find(pair_key(current.id, symbols[next].id))) {
-          heap.push_back({static_cast<std::uint32_t>(*nm >> 32), top.pos, static_cast<std::int32_t>(*nm & 0xFFFFFFFFu)});
+          heap.push_back(
+              {static_cast<std::uint32_t>(*nm >> 32), top.pos, static_cast<std::int32_t>(*nm & 0xFFFFFFFFu)});
           std::push_heap(heap.begin(), heap.end(), after);
         }
       }

@@ -37,7 +37,8 @@ inline std::unique_ptr<const Model> read_model(const nlohmann::json& j, const Js
     if (!it->is_string()) (place / "type").fail("must be a string, got ", json_excerpt(*it));
     const std::string& type = it->get_ref<const std::string&>();
     if (auto model = model_detail::read_model_of_type(type, j, place)) return model;
-    (place / "type").fail("model \"type\" \"", type, "\" is not supported (stile reads BPE, WordPiece, WordLevel, Unigram)");
+    (place / "type")
+        .fail("model \"type\" \"", type, "\" is not supported (stile reads BPE, WordPiece, WordLevel, Unigram)");
   }
   // Untagged: the reference's order. When none reads, the error is the one of the kind the
   // fields point at (merges: BPE; a list vocab: Unigram; a subword prefix: WordPiece).

@@ -169,7 +169,7 @@ class TokenVocab {
   [[nodiscard]] const StringTable& table() const noexcept { return table_; }
 
  private:
-  IdMap ids_;          // for iterating; lookups go to table_
+  IdMap ids_;  // for iterating; lookups go to table_
   StringTable table_;
   std::vector<const std::string*> by_id_;  // points at ids_'s keys (node-based: stable)
 };
@@ -213,7 +213,8 @@ inline TokenVocab read_vocab_object(const nlohmann::json& j, const JsonPlace& pl
     const nlohmann::json& v = it.value();
     // The place (a string) is made only for the error: this loop runs once per token.
     const bool plain = v.is_number_unsigned() && v.get<std::uint64_t>() <= kMaxId;
-    max_id = std::max(max_id, plain ? v.get<std::uint64_t>() : read_whole(v, kMaxId, place / concat("\"", it.key(), "\"")));
+    max_id =
+        std::max(max_id, plain ? v.get<std::uint64_t>() : read_whole(v, kMaxId, place / concat("\"", it.key(), "\"")));
   }
   if (!j.empty() && max_id >= 4 * static_cast<std::uint64_t>(j.size()) + 65536) {
     place.fail("has ids up to ", max_id, " for ", j.size(), " tokens (absurd holes)");

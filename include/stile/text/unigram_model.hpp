@@ -161,7 +161,6 @@ class UnigramModel final : public Model {
     }
   }
 
-
  public:
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     const auto it = ids_.find(token);

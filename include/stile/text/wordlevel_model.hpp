@@ -40,8 +40,8 @@ class WordLevelModel final : public Model {
     std::optional<std::int32_t> id = vocab_.find(bytes);
     if (!id) id = unk_id_;
     if (!id) {
-      throw Error(concat("stile: WordLevel model: unk_token \"", unk_token_,
-                         "\" is not in the vocab, and a word needs it"));
+      throw Error(
+          concat("stile: WordLevel model: unk_token \"", unk_token_, "\" is not in the vocab, and a word needs it"));
     }
     out.push_back({*id, 0, static_cast<std::uint32_t>(piece.size())});
   }
@@ -49,9 +49,7 @@ class WordLevelModel final : public Model {
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     return vocab_.find(token);
   }
-  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override {
-    return vocab_.token(id);
-  }
+  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
 
  private:

@@ -58,10 +58,9 @@ class WordPieceModel final : public Model {
     }
     std::string unk = read_string(j["unk_token"], place / "unk_token");
     std::string prefix = read_string(j["continuing_subword_prefix"], place / "continuing_subword_prefix");
-    const std::uint64_t max_chars = read_whole(j["max_input_chars_per_word"], ~std::uint64_t{0},
-                                               place / "max_input_chars_per_word");
-    return WordPieceModel(read_vocab_object(j["vocab"], place / "vocab"), std::move(unk), std::move(prefix),
-                          max_chars);
+    const std::uint64_t max_chars =
+        read_whole(j["max_input_chars_per_word"], ~std::uint64_t{0}, place / "max_input_chars_per_word");
+    return WordPieceModel(read_vocab_object(j["vocab"], place / "vocab"), std::move(unk), std::move(prefix), max_chars);
   }
 
   void tokenize(std::u32string_view piece, std::vector<Token>& out) const override {
@@ -104,9 +103,7 @@ class WordPieceModel final : public Model {
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const override {
     return vocab_.find(token);
   }
-  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override {
-    return vocab_.token(id);
-  }
+  [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
 
   [[nodiscard]] const std::string& unk_token() const noexcept { return unk_token_; }
@@ -116,8 +113,8 @@ class WordPieceModel final : public Model {
   void push_unk(std::size_t n, std::vector<Token>& out) const {
     if (!unk_id_) {
       // The reference fails the same way (WordPiece error: Missing [UNK] token from the vocabulary).
-      throw Error(concat("stile: WordPiece model: unk_token \"", unk_token_,
-                         "\" is not in the vocab, and a word needs it"));
+      throw Error(
+          concat("stile: WordPiece model: unk_token \"", unk_token_, "\" is not in the vocab, and a word needs it"));
     }
     out.push_back({*unk_id_, 0, static_cast<std::uint32_t>(n)});
   }
@@ -128,7 +125,7 @@ class WordPieceModel final : public Model {
   std::uint64_t max_chars_;
   std::optional<std::int32_t> unk_id_;
   model_detail::CodeTrie whole_;
-  model_detail::CodeTrie continuation_;  // tokens that start with prefix_, prefix stripped
+  model_detail::CodeTrie continuation_;         // tokens that start with prefix_, prefix stripped
   model_detail::StringTable continuation_ids_;  // the same, by their bytes
 };
 
