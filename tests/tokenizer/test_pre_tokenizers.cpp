@@ -241,3 +241,47 @@ TEST_CASE("read_pre_tokenizer: defaults and ignored keys are the reference's", "
   CHECK(describe(run(*read(R"({"type":"Metaspace","replacement":"_","add_prefix_space":true,"prepend_scheme":"never"})"),
                      "a b")) == "[a 0,1] [_b 1,3] ");
 }
+
+TEST_CASE("ByteLevel's hand-written GPT-2 matcher equals the regex over all code points", "[tokenizer][pre_tokenizers]") {
+  // The regex (PCRE2 with Oniguruma's classes) is itself checked against the reference by the
+  // goldens; here the hand-written matcher is checked against it, over every code point alone, in
+  // runs, between letters, after a space, an apostrophe and spaces, before spaces.
+  const Regex re = Regex::compile(kGpt2Pattern, kPlace);
+  std::vector<PatternMatch> fast;
+  std::size_t texts = 0;
+  std::size_t differ = 0;
+  const auto check = [&](const std::u32string& text) {
+    find_gpt2_matches(text, fast);
+    const std::vector<PatternMatch> slow = re.find_matches(text);
+    ++texts;
+    if (matches_text(fast) != matches_text(slow)) {
+      if (++differ <= 3) CHECK(matches_text(fast) == matches_text(slow));
+    }
+  };
+  for (char32_t first = 0; first < 0x110000; first += 256) {
+    std::u32string run, between, spaced, quoted;
+    for (char32_t c = first; c < first + 256; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      run += c;
+      between += U"a";
+      between += c;
+      between += U"1 ";
+      spaced += U" ";
+      spaced += c;
+      spaced += c;
+      spaced += U"  \n";
+      quoted += U"'";
+      quoted += c;
+      quoted += U" \t";
+      quoted += c;
+    }
+    if (run.empty()) continue;
+    check(run);
+    check(between);
+    check(spaced);
+    check(quoted);
+  }
+  for (const char32_t* text : {U"", U" ", U"  ", U"a  ", U"  a", U"'s'S're'll'd'x 'm", U"x\u00a0 y \u3000\u3000z"}) check(text);
+  CHECK(texts > 17000);
+  CHECK(differ == 0);
+}

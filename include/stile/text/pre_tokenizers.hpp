@@ -38,6 +38,7 @@
 
 #include "stile/io/strict_json.hpp"
 #include "stile/text/normalized_string.hpp"
+#include "stile/text/onig_class_tables.hpp"
 #include "stile/text/pre_tokenized_string.hpp"
 #include "stile/text/pre_tokenizer_tables.hpp"
 #include "stile/text/regex.hpp"
@@ -285,12 +286,64 @@ class Metaspace final : public PreTokenizer {
 inline constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// kGpt2Pattern's matches (as Regex::find_matches gives them), found by hand over Oniguruma's
+// classes: every character starts a match there (it is a letter, a number, a space or other), so
+// the matches tile the text and each is the pattern's first alternative that fits. Checked
+// against the regex over all code points (test_pre_tokenizers).
+inline void find_gpt2_matches(std::u32string_view t, std::vector<PatternMatch>& out) {
+  enum Class : unsigned char { letter, number, space, other };
+  const auto cls = [](char32_t c) -> Class {
+    if (c < 0x80) {
+      if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return letter;
+      if (c >= '0' && c <= '9') return number;
+      if (c == ' ' || (c >= 9 && c <= 13)) return space;
+      return other;
+    }
+    if (pre_tok_chars::in_ranges(onig_class_tables::kLetter, c)) return letter;
+    if (pre_tok_chars::in_ranges(onig_class_tables::kNumber, c)) return number;
+    if (pre_tok_chars::in_ranges(onig_class_tables::kSpace, c)) return space;
+    return other;
+  };
+  out.clear();
+  const std::size_t n = t.size();
+  if (n == 0) {
+    out.push_back({0, 0, false});
+    return;
+  }
+  for (std::size_t i = 0; i < n;) {
+    const char32_t c = t[i];
+    std::size_t end = 0;
+    if (c == '\'' && i + 1 < n) {  // 's 't 're 've 'm 'll 'd
+      const char32_t a = t[i + 1];
+      const char32_t b = i + 2 < n ? t[i + 2] : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        end = i + 2;
+      } else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        end = i + 3;
+      }
+    }
+    if (end == 0) {
+      std::size_t j = i;
+      if (c == ' ' && i + 1 < n && cls(t[i + 1]) != space) j = i + 1;  // " ?" before a word
+      const Class k = cls(t[j]);
+      if (k != space) {  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+"
+        end = j + 1;
+        while (end < n && cls(t[end]) == k) ++end;
+      } else {  // "\s+(?!\S)": the run but its last space when a non-space follows; else "\s+"
+        std::size_t q = i + 1;
+        while (q < n && cls(t[q]) == space) ++q;
+        end = (q < n && q - i > 1) ? q - 1 : q;
+      }
+    }
+    out.push_back({i, end, true});
+    i = end;
+  }
+}
+
 class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, bool trim_offsets, bool use_regex)
-      : add_prefix_space_(add_prefix_space), trim_offsets_(trim_offsets), use_regex_(use_regex) {
-    if (use_regex_) regex_ = Regex::compile(kGpt2Pattern, JsonPlace{"stile", "ByteLevel"});
-  }
+      : add_prefix_space_(add_prefix_space), trim_offsets_(trim_offsets), use_regex_(use_regex) {}
 
   [[nodiscard]] bool add_prefix_space() const noexcept { return add_prefix_space_; }
   // Used by the post-processor (ByteLevel's process_offsets), not by pre-tokenization.
@@ -306,7 +359,7 @@ class ByteLevel final : public PreTokenizer {
         return pieces;
       }
       thread_local std::vector<PatternMatch> matches;
-      regex_.find_matches(s.chars(), matches);
+      find_gpt2_matches(s.chars(), matches);
       return s.split(matches, SplitBehavior::isolated);
     });
     text.normalize([](NormalizedString& s) { to_byte_chars(s); });
@@ -338,7 +391,6 @@ class ByteLevel final : public PreTokenizer {
   bool add_prefix_space_;
   bool trim_offsets_;
   bool use_regex_;
-  Regex regex_;
 };
 
 class SplitPreTokenizer final : public PreTokenizer {
