@@ -104,7 +104,7 @@ int dump(stile::Tokenizer& tokenizer) {
             current_truncation = truncation;
           }
         }
-        const stile::EncodeOptions options{.add_special_tokens = add_special_tokens};
+        const stile::TokenizeOptions options{.add_special_tokens = add_special_tokens};
         const stile::Encoding e =
             pair ? tokenizer.encode_pair(text, *pair, options) : tokenizer.encode(text, options);
         out.update(encoding_json(e));

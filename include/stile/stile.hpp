@@ -16,6 +16,7 @@
 #include "stile/kernels/active_target.hpp"
 #include "stile/io/bert_config.hpp"
 #include "stile/io/safetensors.hpp"
+#include "stile/text/tokenizer.hpp"
 #include "stile/text/wordpiece.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"

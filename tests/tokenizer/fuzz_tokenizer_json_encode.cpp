@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
-  const stile::EncodeOptions options{.add_special_tokens = add_special_tokens};
+  const stile::TokenizeOptions options{.add_special_tokens = add_special_tokens};
   try {
     check(t.encode(text, options), t, text.size(), max_length);
   } catch (const stile::Error&) {

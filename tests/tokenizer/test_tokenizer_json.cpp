@@ -75,7 +75,7 @@ json answer(stile::Tokenizer& tokenizer, const json& c) {
       tokenizer.set_truncation(stile::Truncation{t.at("max_length").get<std::size_t>(), t.at("stride").get<std::size_t>(),
                                                  strategy(t.at("strategy").get<std::string>())});
     }
-    const stile::EncodeOptions options{.add_special_tokens = c.at("add_special_tokens").get<bool>()};
+    const stile::TokenizeOptions options{.add_special_tokens = c.at("add_special_tokens").get<bool>()};
     const std::string text = from_hex(c.at("text").get<std::string>());
     if (c.at("pair").is_null()) return fields(tokenizer.encode(text, options));
     return fields(tokenizer.encode_pair(text, from_hex(c.at("pair").get<std::string>()), options));

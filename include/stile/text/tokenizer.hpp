@@ -40,7 +40,7 @@
 
 namespace stile {
 
-struct EncodeOptions {
+struct TokenizeOptions {
   bool add_special_tokens = true;
 };
 
@@ -81,14 +81,14 @@ class Tokenizer {
   }
   [[nodiscard]] const std::optional<Truncation>& truncation() const noexcept { return truncation_; }
 
-  [[nodiscard]] Encoding encode(std::string_view text, const EncodeOptions& options = {}) const {
+  [[nodiscard]] Encoding encode(std::string_view text, const TokenizeOptions& options = {}) const {
     Encoding out = tok::post_process(parts_->post_processor.get(), encode_sequence(text, 0), std::nullopt,
                                      options.add_special_tokens, truncation_, text);
     fill_attention_mask(out);
     return out;
   }
   [[nodiscard]] Encoding encode_pair(std::string_view first, std::string_view second,
-                                     const EncodeOptions& options = {}) const {
+                                     const TokenizeOptions& options = {}) const {
     Encoding out = tok::post_process(parts_->post_processor.get(), encode_sequence(first, 0), encode_sequence(second, 1),
                                      options.add_special_tokens, truncation_, first, second);
     fill_attention_mask(out);
