@@ -1,5 +1,5 @@
-// tokenizer_tool: stile's side of the tokenizer.json comparison with Hugging Face's tokenizers
-// (issue 41). Not a test: scripts/tokenizer-parity and bench/run_tokenizer_bench drive it.
+// tokenizer_tool: stile's side of the tokenizer.json comparison with Hugging Face's tokenizers.
+// Not a test: scripts/tokenizer-parity and bench/run_tokenizer_bench drive it.
 //
 //   tokenizer_tool dump --tokenizer FILE < cases.jsonl > out.jsonl
 //     Each input line is a case of scripts/make_tokenizer_json_goldens.py's format ({"text": hex,

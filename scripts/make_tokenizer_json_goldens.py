@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tokenizer.json parity material of stile (issue 41): trained tokenizers, goldens, the reference
+"""The tokenizer.json parity material of stile: trained tokenizers, goldens, the reference
 half of the full sweep.
 
 The reference is Hugging Face `tokenizers` (0.23.3, the Python binding of the Rust library), with

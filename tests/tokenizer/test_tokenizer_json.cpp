@@ -1,4 +1,4 @@
-// stile's tokenizer.json pipeline against Hugging Face's tokenizers (issue 41): every golden case
+// stile's tokenizer.json pipeline against Hugging Face's tokenizers: every golden case
 // of every committed tokenizer (tests/tokenizer/data/json, written by
 // scripts/make_tokenizer_json_goldens.py) and of all-MiniLM-L6-v2's own tokenizer.json gives the
 // reference's ids, type ids, byte offsets, special tokens mask and overflowing windows, and an
