@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/kernels/dict.hpp"
+#include "stile/kernels/int8_gemm.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/pooling.hpp"
 #include "stile/model/sentence_encoder.hpp"
@@ -494,6 +495,12 @@ TEST_CASE("shards in the int8 linear format compute the model within tolerance o
     mixed.layers.push_back(layer);
   }
   plans.push_back(mixed);
+  // On x86 without a dot product the activations are 7-bit (int8_gemm.hpp), which costs accuracy:
+  // measured 0.998-0.9997 (sentence) and 0.9966-0.9996 (token) with 8-bit activations, 0.9918-0.9945
+  // and 0.9827-0.990 with 7-bit ones (AMD EPYC Zen 3, AVX2).
+  const bool seven_bit = stile::int8_packing().activation_max < 255;
+  const double min_sentence = seven_bit ? 0.99 : 0.995;
+  const double min_token = seven_bit ? 0.98 : 0.99;
   for (const stile::SubmodelPlan& plan : plans) {
     std::vector<float> f32, i8, i8_tiled;
     stile::EncodeOptions options;
@@ -517,8 +524,8 @@ TEST_CASE("shards in the int8 linear format compute the model within tolerance o
     INFO(plan.layers.size() << " layers, " << plan.layers[0].size() << " shards, bits of shard 0: "
                             << plan.layers[0][0].bits << "; sentence cosine " << worst_sentence << ", token cosine "
                             << worst_token << ", |tiled - untiled| " << worst_tiled);
-    CHECK(worst_sentence >= 0.995);  // measured 0.998-0.9997
-    CHECK(worst_token >= 0.99);      // measured 0.9966-0.9996
+    CHECK(worst_sentence >= min_sentence);
+    CHECK(worst_token >= min_token);
     CHECK(worst_tiled <= 1e-6);      // measured 0: the same rows quantized, the same int32 sums
   }
 }
