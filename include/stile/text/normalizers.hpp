@@ -822,14 +822,7 @@ inline const std::string& string(const nlohmann::json& j, std::string_view key, 
 
 inline std::u32string to_u32(std::string_view s, const JsonPlace& place) {
   if (utf8::find_invalid(s) != std::string_view::npos) place.fail("is not UTF-8");
-  std::u32string out;
-  out.reserve(s.size());
-  for (std::size_t at = 0; at < s.size();) {
-    const utf8::DecodedChar d = utf8::decode(s, at);
-    out.push_back(d.code_point);
-    at += d.size;
-  }
-  return out;
+  return utf8::to_code_points(s);
 }
 
 inline constexpr std::size_t kMaxSequence = 1024;

@@ -70,12 +70,7 @@ struct Trim {
 // `vocabulary`: a model's token string, where 'Ġ' stands for one space byte; else text whose
 // characters are the original's.
 [[nodiscard]] inline Trim trim_of(std::string_view s, bool vocabulary) {
-  std::u32string chars;
-  for (std::size_t at = 0; at < s.size();) {
-    const utf8::DecodedChar d = utf8::decode(s, at);
-    chars.push_back(d.code_point);
-    at += d.size;
-  }
+  const std::u32string chars = utf8::to_code_points(s);
   const auto is_space = [](char32_t c) { return c == 0x120 || added_detail::is_white_space(c); };
   const auto bytes = [vocabulary](char32_t c) -> unsigned {
     if (c == 0x120 && vocabulary) return 1;

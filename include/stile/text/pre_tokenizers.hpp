@@ -462,7 +462,7 @@ inline const std::string& read_string(const nlohmann::json& v, const JsonPlace& 
 inline char32_t read_char(const nlohmann::json& j, std::string_view key, const JsonPlace& place) {
   const nlohmann::json* v = find(j, key);
   if (v == nullptr) place.fail("missing \"", key, "\"");
-  const std::u32string s = regex_detail::utf8_to_u32(read_string(*v, place / key));
+  const std::u32string s = utf8::to_code_points(read_string(*v, place / key));
   if (s.size() != 1) (place / key).fail("must be one character, got ", json_excerpt(*v));
   return s[0];
 }
@@ -566,7 +566,7 @@ inline std::unique_ptr<const PreTokenizer> read_pre_tokenizer(const nlohmann::js
     if (behavior == nullptr) place.fail("missing \"behavior\"");
     const SplitBehavior b = read_behavior(*behavior, place / "behavior");
     const bool invert = read_bool(j, "invert", place, nullptr);
-    return std::make_unique<SplitPreTokenizer>(regex_detail::utf8_to_u32(text), kind == "Regex", b, invert,
+    return std::make_unique<SplitPreTokenizer>(utf8::to_code_points(text), kind == "Regex", b, invert,
                                                pattern_place / kind);
   }
   if (type == "Sequence") {

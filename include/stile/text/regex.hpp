@@ -48,17 +48,6 @@ namespace stile::tok {
 
 namespace regex_detail {
 
-inline std::u32string utf8_to_u32(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  for (std::size_t at = 0; at < s.size();) {
-    const utf8::DecodedChar d = utf8::decode(s, at);
-    out.push_back(d.code_point);
-    at += d.size;
-  }
-  return out;
-}
-
 inline std::string u32_to_utf8(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -285,7 +274,7 @@ class Regex {
   // A tokenizer.json regex (Oniguruma syntax, UTF-8). A pattern refused by the translation or by
   // PCRE2 fails through place, with PCRE2's message and the offset in the translated pattern.
   [[nodiscard]] static Regex compile(std::string_view utf8_pattern, const JsonPlace& place) {
-    const std::u32string translated = translate_onig_pattern(regex_detail::utf8_to_u32(utf8_pattern), place);
+    const std::u32string translated = translate_onig_pattern(utf8::to_code_points(utf8_pattern), place);
     return compile_pcre2(translated, utf8_pattern, place);
   }
 

@@ -106,4 +106,16 @@ inline void append(std::string& out, char32_t code_point) {
   out.append(buffer, size + 1);
 }
 
+// The code points of text, each ill-formed subpart read as U+FFFD (as decode() does).
+[[nodiscard]] inline std::u32string to_code_points(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const DecodedChar d = decode(text, at);
+    out.push_back(d.code_point);
+    at += d.size;
+  }
+  return out;
+}
+
 }  // namespace stile::utf8
