@@ -595,11 +595,6 @@ class TokenizerPostProcessor final : public PostProcessor {
   return post_detail::to_encoding(post_detail::merge(std::move(encodings)));
 }
 
-// The name the pipeline uses for default_process.
-[[nodiscard]] inline Encoding merge_without_processor(Encoding first, std::optional<Encoding> second) {
-  return default_process(first, second);
-}
-
 // The reference's post_process: truncation (max_length less the processor's added tokens when
 // special tokens are added), then the processor (or default_process). `first` and `second` straight
 // from the model: ids, offsets (bytes of their own text), type ids 0 and 1. The texts (optional)
