@@ -32,7 +32,7 @@
 namespace {
 
 // Multiply-adds x 2 of one forward pass of L tokens (GEMMs and attention products).
-double forward_flops(const stile::BertConfig& c, double L) {
+double forward_flops(const stile::EncoderConfig& c, double L) {
   const double d = double(c.hidden), ff = double(c.intermediate);
   const double per_layer = 2 * L * d * 3 * d + 2 * 2 * L * L * d + 2 * L * d * d + 2 * 2 * L * d * ff;
   return per_layer * double(c.num_layers);
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       cli.fail(e.what());
     }
   }
-  const stile::BertConfig& c = models.front().config();
+  const stile::EncoderConfig& c = models.front().config();
 
   std::map<std::pair<std::string, std::size_t>, std::map<std::size_t, double>> peers;  // (engine, threads) -> L -> ms
   if (!peers_path.empty()) {

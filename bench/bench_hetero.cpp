@@ -42,7 +42,7 @@ using stile::LinearView;
 
 struct Encoder {
   std::string name;
-  stile::BertConfig config;
+  stile::EncoderConfig config;
   std::vector<LayerView<LinearView>> int8, fp16;  // the same layers in each processor's format
 };
 
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   stile::SplitLayer split(cpu0, second);
   const auto view1 = [&](const Encoder& e) -> const std::vector<LayerView<LinearView>>& { return fp16_views ? e.fp16 : e.int8; };
   for (const Encoder& enc : encoders) {
-    const stile::BertConfig& c = enc.config;
+    const stile::EncoderConfig& c = enc.config;
     const std::size_t L = enc.int8.size();
     fmt::print("\n{}\n", enc.name);
     fmt::print("{:>6} | {:>9} {:>9} {:>9} | {:>9} {:>6} | {:>9} {:>9} | {:>8} {:>8} {:>9}\n", "tokens", "cpu:0",
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
     fmt::print("{:>8} {:>6} {:>5} | {:>28} | {:>8} {:>8} {:>6}\n", "encoder", "tokens", "layer",
                "|pred-meas|/meas at p=0..1 (%)", "pred p", "meas p", "<=1 step");
     for (const Encoder& enc : encoders) {
-      const stile::BertConfig& c = enc.config;
+      const stile::EncoderConfig& c = enc.config;
       for (const std::size_t T : lengths) {
         const std::vector<std::size_t> offsets{0, T};
         stile::SplitLayerShape shape{{T}, c.hidden, c.num_heads, c.intermediate, ops.layer_norm};

@@ -66,7 +66,7 @@ namespace {
 // The shards of every layer of a model, at one bitwidth, in memory, with their views.
 struct ModelShards {
   std::string name;
-  stile::BertConfig config;
+  stile::EncoderConfig config;
   stile::ShardShape shape;
   std::vector<std::vector<stile::EncodedShard>> encoded;     // [layer][shard]
   std::vector<std::vector<stile::ShardView>> views;          // [layer][shard]

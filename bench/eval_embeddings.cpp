@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     stile::ThreadPool pool(threads);
     const stile::SentenceEncoder reference = stile::SentenceEncoder::load(model_dir);
     const std::vector<std::vector<float>> ref = stile::bench::embed_all(reference, dev.sentences, pool, "dense reference");
-    const stile::BertConfig& c = reference.model().config();
+    const stile::EncoderConfig& c = reference.model().config();
     const std::size_t rows = c.vocab_size, d = c.hidden;
     const std::span<const float> dense = reference.model().weights().word_embeddings;
 

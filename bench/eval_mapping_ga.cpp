@@ -28,7 +28,7 @@
 #include "stile/hetero/processor_set.hpp"
 #include "stile/hetero/processor_trace.hpp"
 #include "svg_plot.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/plan/mapping_ga.hpp"
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   try {
     const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
     if (!prof.request_cost_note().empty()) fmt::print(stderr, "{}\n", prof.request_cost_note());
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     const stile::OpGraph g = stile::bert_op_graph(
         {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = tokens});
     const stile::OpCostTable costs = stile::OpCostTable::from_profile(g, prof);

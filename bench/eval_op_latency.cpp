@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     auto below = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     nlohmann::json rows = nlohmann::json::array();
     std::vector<double> all_errors;
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     const stile::OpGraph g1 = stile::op_graph_of(c);
     if (!processors.empty()) {
       // Spread mappings, each loaded once and measured at every token count.

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
     if (!prof.request_cost_note().empty()) fmt::print(stderr, "{}\n", prof.request_cost_note());
     const stile::OpAccuracyModel acc = stile::OpAccuracyModel::load(accuracy_path);
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     const stile::OpGraph g = stile::bert_op_graph(
         {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = tokens});
     const stile::OpCostTable costs = stile::OpCostTable::from_profile(g, prof);

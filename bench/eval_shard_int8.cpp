@@ -124,7 +124,7 @@ void scales_report(const stile::ShardStore& store, const std::vector<unsigned>& 
 
 void time_report(const stile::ShardStore& store, const std::vector<unsigned>& bits,
                  const std::vector<std::size_t>& lengths, stile::ThreadPool& pool, std::size_t rounds) {
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   const std::size_t M = store.shards_per_layer();
   const stile::LayerResident resident = store.read_resident(0);
   const stile::LayerResidentView rv = stile::resident_view(resident);

@@ -59,7 +59,7 @@
 #include "stile/plan/device_profile.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/calibrate/plan_accuracy.hpp"
 #include "stile/calibrate/sst2.hpp"

@@ -18,7 +18,7 @@
 
 namespace stile::bench {
 
-inline std::unique_ptr<Engine> open_mapped_engine(const std::filesystem::path& store, const BertConfig& c,
+inline std::unique_ptr<Engine> open_mapped_engine(const std::filesystem::path& store, const EncoderConfig& c,
                                                   const OpMapping& m, std::vector<Processor*> procs) {
   EngineOptions options;
   options.threads = 1;  // the engine's own pool runs nothing of a mapped layer
@@ -33,7 +33,7 @@ inline std::unique_ptr<Engine> open_mapped_engine(const std::filesystem::path& s
 // The median wall time of `repeats` requests of `tokens` tokens over every layer and shard at
 // 32 bits, after 3 untimed ones (the first converts and preloads).
 inline double mapped_engine_us(Engine& engine, std::size_t tokens, std::size_t repeats) {
-  const BertConfig& c = engine.store().config();
+  const EncoderConfig& c = engine.store().config();
   const SubmodelPlan plan = SubmodelPlan::uniform(c.num_layers, engine.store().shards_per_layer(), 32);
   const Encoding e = synthetic_encoding(tokens, c.vocab_size);
   std::vector<double> us;

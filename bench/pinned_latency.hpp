@@ -22,7 +22,7 @@ using stile::mapped_forward_us;
 
 // The median over `repeats` runs (after 3 warm-up runs), in microseconds.
 inline double pinned_forward_us(const BertModel& model, std::size_t tokens, unsigned cpu, std::size_t repeats) {
-  const BertConfig& c = model.config();
+  const EncoderConfig& c = model.config();
   const Encoding e = synthetic_encoding(tokens);
   std::vector<double> us;
   run_pinned(cpu, [&] {

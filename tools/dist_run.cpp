@@ -190,7 +190,7 @@ int run(Communicator& world, const Options& o, const fs::path& model_dir, const 
   const auto n = static_cast<std::size_t>(world.size());
   const SentenceEncoder encoder = SentenceEncoder::load(model_dir);
   const BertWeights& weights = encoder.model().weights();
-  const BertConfig& c = weights.config;
+  const EncoderConfig& c = weights.config;
   const Encoding e = encoder.tokenizer().encode(text);
   const std::vector<std::size_t> offsets{0, e.input_ids.size()};
   const DistLayerShape shape{.hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = offsets.back()};

@@ -213,7 +213,7 @@ int run(const Options& options) {
   if (!options.mapping.empty()) {
     const stile::OpMappingFile file = stile::OpMappingFile::load(options.mapping);
     const std::filesystem::path bert_dir = stile::sentence_encoder_detail::read_modules(options.model_dir).bert_dir;
-    const stile::BertConfig config = stile::read_bert_config((bert_dir / "config.json").string());
+    const stile::EncoderConfig config = stile::read_encoder_config((bert_dir / "config.json").string());
     precision_name = "mapping " + options.mapping.string();
     if (file.single_processor() != static_cast<std::size_t>(-1)) {
       precision = stile::model_precision_of(file, config, options.mapping.string());

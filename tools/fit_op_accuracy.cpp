@@ -22,7 +22,7 @@
 #include "cli.hpp"
 #include "stile/calibrate/op_accuracy.hpp"
 #include "stile/calibrate/sst2.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/model/data_split.hpp"
 
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (out.empty()) cli.fail("--out is required");
   try {
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     const stile::OpGraph g = stile::bert_op_graph(
         {.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads, .ffn = c.intermediate, .tokens = 1});
     const stile::LabeledSentences train = stile::read_glue_tsv(sst2_dir / "train.tsv");

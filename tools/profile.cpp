@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<stile::MappedLayerCompute> mapped;
     if (!mapping_path.empty()) {
       const stile::OpMappingFile mapping = stile::OpMappingFile::load(mapping_path);
-      const stile::BertConfig& config = store.config();
+      const stile::EncoderConfig& config = store.config();
       stile::check_mapping_shape(mapping, config, mapping_path.string());
       processors = stile::open_mapping_processors(mapping.processors, stile::op_graph_of(config), mapping.mapping,
                                                   mapping_path.string());

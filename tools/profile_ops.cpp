@@ -24,7 +24,7 @@
 #include "stile/calibrate/request_cost_profiler.hpp"
 #include "stile/calibrate/traced_op_profiler.hpp"
 #include "stile/core/progress_bar.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/model_cache.hpp"
 
 int main(int argc, char** argv) {
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   if (!cli.parse(argc, argv).empty()) cli.fail("takes no positional arguments");
   if (out.empty()) cli.fail("--out is required");
   try {
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     stile::ProgressBar bar("profile_ops");
     stile::OpLatencyProfile p = stile::measure_op_latency_profile(c, s, &bar);
     p.machine["model"] = model_dir.filename().string();

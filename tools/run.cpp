@@ -47,7 +47,7 @@
 #include "stile/plan/mapping_file.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/plan/importance.hpp"
 
@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
       if (heads) e->set_heads(*heads);
       if (mapping) {
         if (clusters.empty()) {
-          const stile::BertConfig& config = e->store().config();
+          const stile::EncoderConfig& config = e->store().config();
           stile::check_mapping_shape(*mapping, config, mapping_path.string());
           clusters = stile::open_mapping_processors(mapping->processors, stile::op_graph_of(config), mapping->mapping,
                                                     mapping_path.string())

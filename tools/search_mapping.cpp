@@ -25,7 +25,7 @@
 
 #include "cli.hpp"
 #include "stile/core/progress_bar.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/plan/mapping_file.hpp"
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   try {
     const stile::OpLatencyProfile prof = stile::OpLatencyProfile::load(profile_path);
     if (!prof.request_cost_note().empty()) fmt::print(stderr, "{}\n", prof.request_cost_note());
-    const stile::BertConfig c = stile::read_bert_config((model_dir / "config.json").string());
+    const stile::EncoderConfig c = stile::read_encoder_config((model_dir / "config.json").string());
     const stile::OpGraph g = stile::bert_op_graph({.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads,
                                                    .ffn = c.intermediate, .tokens = tokens, .classes = prof.shape.classes});
     const stile::OpCostTable costs = stile::OpCostTable::from_profile(g, prof);

@@ -67,7 +67,7 @@ namespace stile {
 
 // Declared here, defined in their own headers (include those to make or read one): this header
 // stays light for a host that only runs a model (engine_impl.hpp holds the engine itself).
-struct BertConfig;         // io/bert_config.hpp
+struct EncoderConfig;      // io/encoder_config.hpp
 struct DeviceProfile;      // plan/device_profile.hpp
 struct Encoding;           // text/wordpiece.hpp
 struct HeadsFile;          // model/heads_file.hpp
@@ -160,7 +160,7 @@ class Engine {
   Engine& operator=(Engine&&) noexcept;
 
   const ShardStore& store() const noexcept;
-  const BertConfig& config() const noexcept;
+  const EncoderConfig& config() const noexcept;
   const EngineOptions& options() const noexcept;
   const WordPieceTokenizer& tokenizer() const noexcept;
   std::string backend_description() const;

@@ -75,7 +75,7 @@ class EngineCore {
   }
 
   const ShardStore& store() const noexcept { return store_; }
-  const BertConfig& config() const noexcept { return store_.config(); }
+  const EncoderConfig& config() const noexcept { return store_.config(); }
   const EngineOptions& options() const noexcept { return options_; }
   const WordPieceTokenizer& tokenizer() const noexcept { return tokenizer_; }
   std::string backend_description() const { return backend_->describe(); }
@@ -358,7 +358,7 @@ class EngineCore {
   EngineResult run_locked(const Encoding& tokens, const SubmodelPlan& plan, const std::set<ShardKey>& wanted) {
     const Clock::time_point start = Clock::now();
     const auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
-    const BertConfig& c = config();
+    const EncoderConfig& c = config();
     const std::size_t d = c.hidden;
     const TokenBatch packed = pack_tokens(std::span(&tokens, 1), c);
     const std::size_t len = packed.tokens();
@@ -507,7 +507,7 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
 const ShardStore& Engine::store() const noexcept { return core_->store(); }
-const BertConfig& Engine::config() const noexcept { return core_->config(); }
+const EncoderConfig& Engine::config() const noexcept { return core_->config(); }
 const EngineOptions& Engine::options() const noexcept { return core_->options(); }
 const WordPieceTokenizer& Engine::tokenizer() const noexcept { return core_->tokenizer(); }
 std::string Engine::backend_description() const { return core_->backend_description(); }

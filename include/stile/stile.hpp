@@ -14,7 +14,7 @@
 #include "stile/kernels/tiles.hpp"
 #include "stile/kernels/activation.hpp"
 #include "stile/kernels/active_target.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/text/tokenizer.hpp"
 #include "stile/text/wordpiece.hpp"

@@ -179,7 +179,7 @@ TEST_CASE("every mode on 1..4 ranks equals the single-device layer: BERT-large-s
 TEST_CASE("every mode on 1..4 ranks equals the single-device model: MiniLM, all layers") {
   REQUIRE_MODEL();
   const BertModel model = BertModel::load(stile_test::model_dir());
-  const BertConfig& c = model.config();
+  const EncoderConfig& c = model.config();
   Encoding e;
   for (std::int32_t t = 0; t < 21; ++t) e.input_ids.push_back(t == 0 ? 101 : t == 20 ? 102 : 1000 + 37 * t);
   std::vector<float> want;

@@ -65,7 +65,7 @@ void modes_on_minilm(Communicator& comm) {
     return;
   }
   const BertModel model = BertModel::load(dir);
-  const BertConfig& c = model.config();
+  const EncoderConfig& c = model.config();
   Encoding e;
   for (std::int32_t t = 0; t < 21; ++t) e.input_ids.push_back(t == 0 ? 101 : t == 20 ? 102 : 1000 + 37 * t);
   std::vector<float> want;

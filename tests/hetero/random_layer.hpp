@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
 #include "support/rng.hpp"
@@ -16,7 +16,7 @@
 namespace stile_test {
 
 struct RandomLayer {
-  stile::BertConfig config;
+  stile::EncoderConfig config;
   // fp32 weights, row-major [N x K]: q [d x d], kv [2d x d], attn_out [d x d], ffn_in [ff x d], ffn_out [d x ff].
   std::array<std::vector<float>, 5> w;
   std::vector<float> qkv_bias, attn_out_bias, ffn_in_bias, ffn_out_bias, ln1_gamma, ln1_beta, ln2_gamma, ln2_beta;

@@ -50,7 +50,7 @@ struct TwoClusters {
 
 std::vector<float> run_mapped(const std::filesystem::path& dir, const stile::OpMapping& m,
                               std::vector<stile::Processor*> procs) {
-  const stile::BertConfig c = stile::read_bert_config((dir / "config.json").string());
+  const stile::EncoderConfig c = stile::read_encoder_config((dir / "config.json").string());
   const stile::OpGraph g = stile::op_graph_of(c);
   stile::MappedForward f(stile::BertWeights::load(dir, stile::mapped_weights_precision(g, m.format)), m,
                          std::move(procs));
@@ -115,7 +115,7 @@ class FailingProcessor final : public stile::Processor {
 TEST_CASE("random mappings over two CPU clusters equal the same formats on one processor, bit for bit") {
   stile_test::TempDir dir;
   stile_test::write_tiny_bert(dir.path, 2);
-  const stile::OpGraph g = stile::op_graph_of(stile::read_bert_config((dir.path / "config.json").string()));
+  const stile::OpGraph g = stile::op_graph_of(stile::read_encoder_config((dir.path / "config.json").string()));
   TwoClusters p;
   std::mt19937_64 rng(19);
   for (int k = 0; k < 6; ++k) {
@@ -166,7 +166,7 @@ TEST_CASE("all-fp32 mapped over two clusters is the fp32 model; other formats st
 TEST_CASE("a failing processor fails the request by name; the next request succeeds") {
   stile_test::TempDir dir;
   stile_test::write_tiny_bert(dir.path, 2);
-  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::EncoderConfig c = stile::read_encoder_config((dir.path / "config.json").string());
   const stile::OpGraph g = stile::op_graph_of(c);
   TwoClusters p;
   FailingProcessor flaky(p.b);
@@ -194,7 +194,7 @@ TEST_CASE("a failing processor fails the request by name; the next request succe
 TEST_CASE("mappings the processors or weights cannot run are refused") {
   stile_test::TempDir dir;
   stile_test::write_tiny_bert(dir.path, 1);
-  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::EncoderConfig c = stile::read_encoder_config((dir.path / "config.json").string());
   const stile::OpGraph g = stile::op_graph_of(c);
   TwoClusters p;
   const auto refused = [&](const stile::OpMapping& m, std::vector<stile::Processor*> procs,
@@ -300,7 +300,7 @@ TEST_CASE("traced op profiler: the whole model on one processor fills its kinds 
   }
   stile_test::TempDir dir;
   stile_test::write_tiny_bert(dir.path, 2);
-  const stile::BertConfig c = stile::read_bert_config((dir.path / "config.json").string());
+  const stile::EncoderConfig c = stile::read_encoder_config((dir.path / "config.json").string());
   const stile::OpGraphShape shape{.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads,
                                   .ffn = c.intermediate, .tokens = 0, .classes = 2};
   stile::OpLatencyProfile p = stile::OpLatencyProfile::empty(shape, {4, 8}, {"cpu:0"});
@@ -338,7 +338,7 @@ const stile_test::ConvertedStore& mapped_store() {
 
 const stile::OpGraph& mapped_graph() {
   static const stile::OpGraph g =
-      stile::op_graph_of(stile::read_bert_config((mapped_store().dir.path / "config.json").string()));
+      stile::op_graph_of(stile::read_encoder_config((mapped_store().dir.path / "config.json").string()));
   return g;
 }
 
@@ -419,7 +419,7 @@ TEST_CASE("behind the engine, a request that converts its layers records the con
 TEST_CASE("random mappings behind the engine: the mapped forward's embedding at 32 bits, one processor's when spread") {
   const stile::Encoding e = stile_test::tiny_tokens(12);
   const std::filesystem::path model = mapped_store().dir.path;
-  const stile::BertConfig c = stile::read_bert_config((model / "config.json").string());
+  const stile::EncoderConfig c = stile::read_encoder_config((model / "config.json").string());
   const stile::OpGraph g = stile::op_graph_of(c);
   const std::vector<float> fp32 =
       stile::Engine(mapped_store().store).run(e, stile::SubmodelPlan::uniform(2, 4, 32)).embedding;

@@ -26,7 +26,7 @@
 namespace {
 
 void read_everything(const stile::ShardStore& store) {
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   for (std::size_t l = 0; l < store.num_layers(); ++l) {
     for (std::size_t s = 0; s < store.shards_per_layer(); ++s) {
       for (const unsigned bits : store.bits()) {

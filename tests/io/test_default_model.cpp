@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 
 namespace {
@@ -33,7 +33,7 @@ std::string model_dir_or_warn() {
 TEST_CASE("default model: config.json has MiniLM-L6-H384's dimensions", "[io][model]") {
   const std::string dir = model_dir_or_warn();
   if (dir.empty()) return;
-  const stile::BertConfig config = stile::read_bert_config(dir + "/config.json");
+  const stile::EncoderConfig config = stile::read_encoder_config(dir + "/config.json");
   CHECK(config.num_layers == 6);
   CHECK(config.hidden == 384);
   CHECK(config.num_heads == 12);
@@ -49,7 +49,7 @@ TEST_CASE("default model: config.json has MiniLM-L6-H384's dimensions", "[io][mo
 TEST_CASE("default model: model.safetensors holds every BERT weight with the config's shapes", "[io][model]") {
   const std::string dir = model_dir_or_warn();
   if (dir.empty()) return;
-  const stile::BertConfig config = stile::read_bert_config(dir + "/config.json");
+  const stile::EncoderConfig config = stile::read_encoder_config(dir + "/config.json");
   const stile::SafetensorsFile file = stile::SafetensorsFile::open(dir + "/model.safetensors");
   CHECK(file.metadata().at("format") == "pt");
 

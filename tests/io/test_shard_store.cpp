@@ -108,7 +108,7 @@ Model make_model(const Spec& spec, std::uint64_t seed) {
   Model m;
   m.spec = spec;
   m.config = config_text(spec);
-  m.shape = stile::ShardShape::of(stile::parse_bert_config(m.config, "test"), spec.shards);
+  m.shape = stile::ShardShape::of(stile::parse_encoder_config(m.config, "test"), spec.shards);
   m.quantizer = {{"method", "test"}, {"threshold", -4.0}, {"nested", {{"list", {1, 2, 3}}}}};
   for (std::size_t i = 0; i < spec.vocab; ++i) {
     m.vocab += "tok";
@@ -235,7 +235,7 @@ std::string error_with_manifest(Edit edit) {
 }
 
 void check_everything(const ShardStore& store, const Model& m) {
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   CHECK(c.hidden == m.spec.hidden);
   CHECK(c.num_layers == m.spec.layers);
   CHECK(c.num_heads == m.spec.heads);

@@ -69,7 +69,7 @@ TEST_CASE("decoded shards: 32 bits is the checkpoint bit for bit, k bits only ce
   REQUIRE_MODEL();
   const stile::ShardStore store = stile::ShardStore::open(converted().store);
   const stile::SafetensorsFile ckpt = stile::SafetensorsFile::open((model_dir() / "model.safetensors").string());
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   const stile::ShardShape shape = store.shard_shape();
   REQUIRE(store.shards_per_layer() == c.num_heads);
   for (const std::size_t layer : {std::size_t{0}, c.num_layers - 1}) {
@@ -170,7 +170,7 @@ TEST_CASE("all shards at 32 bits compute the fp32 encoder", "[shards][model]") {
 namespace {
 
 // LayerNorm of each of the s rows of v [s x d], in double precision.
-void naive_layer_norm(std::vector<double>& v, std::size_t s, const stile::BertConfig& c, const std::vector<float>& g,
+void naive_layer_norm(std::vector<double>& v, std::size_t s, const stile::EncoderConfig& c, const std::vector<float>& g,
                       const std::vector<float>& b) {
   const std::size_t d = c.hidden;
   for (std::size_t t = 0; t < s; ++t) {
@@ -187,7 +187,7 @@ void naive_layer_norm(std::vector<double>& v, std::size_t s, const stile::BertCo
 
 // The layer of docs/shards.md in double precision, from dequantized shard matrices: attention over
 // the chosen shards' heads, FFN over their neurons.
-std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, const stile::BertConfig& c,
+std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, const stile::EncoderConfig& c,
                                 const stile::ShardShape& shape, const std::vector<stile::ShardView>& shards,
                                 const stile::LayerResident& r) {
   const std::size_t d = c.hidden, a = shape.attn_rows, f = shape.ffn_rows, hd = c.head_dim();
@@ -274,7 +274,7 @@ std::vector<double> naive_layer(const std::vector<double>& x, std::size_t s, con
 TEST_CASE("a partial layer of mixed-bitwidth shards equals dequantize-then-compute", "[shards][model]") {
   REQUIRE_MODEL();
   const stile::ShardStore store = stile::ShardStore::open(converted().store);
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   const stile::ShardShape shape = store.shard_shape();
   const std::vector<unsigned> bits = store.bits();
   // Shards 11, 0, 3, 5, 7 of layer 2 (m = 5 of 12, out of order), bitwidths cycling through the store's.
@@ -317,7 +317,7 @@ TEST_CASE("a mixed-bitwidth n = 3, m = 5 submodel equals dequantize-then-compute
   REQUIRE_MODEL();
   const stile::ShardedBert sharded = stile::ShardedBert::open(converted().store);
   const stile::ShardStore& store = sharded.store();
-  const stile::BertConfig& c = store.config();
+  const stile::EncoderConfig& c = store.config();
   const stile::ShardShape shape = store.shard_shape();
   const std::vector<unsigned> bits = store.bits();
   // Per layer a different set of 5 shards (out of order), each at a bitwidth of its own.

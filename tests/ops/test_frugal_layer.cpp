@@ -40,7 +40,7 @@ struct Run {
   std::size_t peak = 0;
 };
 
-Run run_frugal(const std::vector<stile::LayerView<stile::PackedF32>>& layers, const stile::BertConfig& c,
+Run run_frugal(const std::vector<stile::LayerView<stile::PackedF32>>& layers, const stile::EncoderConfig& c,
                const std::vector<float>& in, const std::vector<std::size_t>& offsets, stile::FrugalTiles tiles,
                stile::ThreadPool& pool) {
   const std::size_t d = c.hidden;
@@ -59,7 +59,7 @@ Run run_frugal(const std::vector<stile::LayerView<stile::PackedF32>>& layers, co
 // The frugal encoder against the fp32 encoder on the same weights, over several tile sizes.
 void check_frugal_against_fp32() {
   const RandomLayer l0(1), l1(2);
-  const stile::BertConfig& c = l0.config;
+  const stile::EncoderConfig& c = l0.config;
   const std::vector<stile::LayerView<stile::PackedF32>> layers = {l0.view, l1.view};
   const std::size_t d = c.hidden;
   stile::ThreadPool pool(2);

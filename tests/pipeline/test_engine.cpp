@@ -22,7 +22,7 @@
 #include "stile/plan/device_profile.hpp"
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/model/sharded_bert.hpp"
 #include "support/converted_store.hpp"

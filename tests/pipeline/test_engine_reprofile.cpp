@@ -36,7 +36,7 @@ const stile_test::ConvertedStore& store() {
 // The CPU layer, then a sleep: a device busier than when it was profiled.
 class BusyCompute final : public stile::LayerCompute {
  public:
-  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape,
+  void run(const stile::EncoderConfig& config, std::size_t layer, const stile::ShardShape& shape,
            std::span<const stile::ShardView> shards, const stile::LayerResidentView& resident, float* x,
            std::span<const std::size_t> seq_offsets) override {
     stile::CpuLayerCompute(pool_, {}, workspace_, arena_).run(config, layer, shape, shards, resident, x, seq_offsets);
@@ -54,7 +54,7 @@ class BusyCompute final : public stile::LayerCompute {
 // on the first request of each version.
 class ConvertingCompute final : public stile::LayerCompute {
  public:
-  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape,
+  void run(const stile::EncoderConfig& config, std::size_t layer, const stile::ShardShape& shape,
            std::span<const stile::ShardView> shards, const stile::LayerResidentView& resident, float* x,
            std::span<const std::size_t> seq_offsets) override {
     const auto start = std::chrono::steady_clock::now();

@@ -62,7 +62,7 @@ stile::Encoding tokens(std::size_t n) {
 class CountingCompute final : public stile::LayerCompute {
  public:
   explicit CountingCompute(std::size_t* layers, bool* fail) : layers_(layers), fail_(fail) {}
-  void run(const stile::BertConfig& config, std::size_t layer, const stile::ShardShape& shape,
+  void run(const stile::EncoderConfig& config, std::size_t layer, const stile::ShardShape& shape,
            std::span<const stile::ShardView> shards, const stile::LayerResidentView& resident, float* x,
            std::span<const std::size_t> seq_offsets) override {
     if (*fail_) throw stile::Error("stile: test device: the layer failed");

@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (s.contains("heads") && s["heads"].is_number_unsigned() && s["heads"].get<std::uint64_t>() > 16) return;
     }
     const stile::OpMappingFile m = stile::OpMappingFile::from_json(j, "fuzz.mapping.json");
-    stile::BertConfig c;
+    stile::EncoderConfig c;
     c.num_layers = m.shape.layers;
     c.hidden = m.shape.hidden;
     c.num_heads = m.shape.heads;

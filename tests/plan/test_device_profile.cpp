@@ -451,7 +451,7 @@ class RecordingCompute final : public stile::LayerCompute {
   std::size_t finishes = 0;
   std::size_t throw_at_call = std::size_t(-1);  // run() call index that throws
 
-  void run(const stile::BertConfig&, std::size_t layer, const stile::ShardShape&,
+  void run(const stile::EncoderConfig&, std::size_t layer, const stile::ShardShape&,
            std::span<const stile::ShardView> views, const stile::LayerResidentView&, float*,
            std::span<const std::size_t> seq_offsets) override {
     if (layers.size() == throw_at_call) throw stile::Error("recording compute: failing on purpose");

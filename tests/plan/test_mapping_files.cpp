@@ -150,7 +150,7 @@ TEST_CASE("a mapping executed on the CPU engine matches all-fp32 within the form
   TempDir dir;
   stile_test::write_tiny_bert(dir.path, 2);
   const stile::BertModel fp32 = stile::BertModel::load(dir.path);
-  const stile::BertConfig& c = fp32.config();
+  const stile::EncoderConfig& c = fp32.config();
   const std::vector<float> want = encode(fp32);
   const stile::OpGraphShape shape{.layers = c.num_layers, .hidden = c.hidden, .heads = c.num_heads,
                                   .ffn = c.intermediate, .tokens = 12, .classes = 2};
@@ -188,7 +188,7 @@ TEST_CASE("a mapping executed on the CPU engine matches all-fp32 within the form
   CHECK_THAT(error_of([&] { stile::model_precision_of(spread, c, "mapping.json"); }),
              Contains("mapping.json") && Contains("processor runtime"));
   // A mapping for another shape: refused.
-  stile::BertConfig other = c;
+  stile::EncoderConfig other = c;
   other.num_layers = 3;
   CHECK_THAT(error_of([&] { stile::model_precision_of(all32, other, "mapping.json"); }), Contains("the model has 3 layers"));
 }
@@ -217,7 +217,7 @@ TEST_CASE("accuracy units: what the CPU engine sets together") {
 
 TEST_CASE("op latency profiler: a small real measurement has every entry, and reads back") {
   // Structure only: timings on a shared machine prove nothing about each other.
-  stile::BertConfig c;
+  stile::EncoderConfig c;
   c.hidden = 16;
   c.num_layers = 2;
   c.num_heads = 2;

@@ -5,14 +5,14 @@
 #include <random>
 #include <vector>
 
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/ops/layer_view.hpp"
 
 namespace stile_test {
 
 struct PackedRandomLayer {
-  stile::BertConfig config;
+  stile::EncoderConfig config;
   std::vector<stile::PackedWeights> packed;
   std::vector<std::vector<float>> vectors;
   stile::LayerView<stile::PackedF32> view;

@@ -166,7 +166,7 @@ inline DeviceProfile measure_device_profile(const ShardStore& store, ReadBackend
   namespace d = device_profiler_detail;
   using Clock = std::chrono::steady_clock;
   const std::string& name = store.name();
-  const BertConfig& c = store.config();
+  const EncoderConfig& c = store.config();
   ThreadPool& pool = options.pool != nullptr ? *options.pool : default_thread_pool();
   require(options.repeats >= 1, "measure_device_profile: repeats must be at least 1");
   require(!options.lengths.empty(), "measure_device_profile: no length buckets given");

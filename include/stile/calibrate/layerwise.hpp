@@ -49,12 +49,12 @@ class LayerwiseBert {
   // Keeps a reference to `store`, which must outlive this.
   explicit LayerwiseBert(const ShardStore& store) : store_(store), residents_(store) {}
 
-  const BertConfig& config() const noexcept { return store_.config(); }
+  const EncoderConfig& config() const noexcept { return store_.config(); }
   const ShardStore& store() const noexcept { return store_; }
 
   // The embedding layer's output for `batch` (word + position + type, LayerNorm).
   HiddenBatch embed(std::span<const Encoding> batch) const {
-    const BertConfig& c = config();
+    const EncoderConfig& c = config();
     const TokenBatch packed = pack_tokens(batch, c, /*empty_is_error=*/true, "layerwise");
     HiddenBatch x;
     x.offsets = packed.offsets;

@@ -76,7 +76,7 @@ inline LowRankSearchResult search_lowrank_table(const SentenceEncoder& dense, co
                                                 std::span<const double> powers = std::vector<double>{1.0, 0.5, 0.25, 0.0},
                                                 ThreadPool* pool = nullptr) {
   require(!powers.empty(), "search_lowrank_table: no weight power to try");
-  const BertConfig& c = dense.model().config();
+  const EncoderConfig& c = dense.model().config();
   const std::span<const float> table = dense.model().weights().word_embeddings;
   std::vector<std::vector<float>> reference;
   constexpr std::size_t kBatch = 32;

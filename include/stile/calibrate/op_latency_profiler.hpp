@@ -40,7 +40,7 @@
 #include "stile/core/error.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/attention.hpp"
 #include "stile/ops/formatted_ops.hpp"
 #include "stile/kernels/active_target.hpp"
@@ -137,7 +137,7 @@ struct RandomLinear {
 
 struct LayerWeights {
   RandomLinear q, kv, attn_out, ffn_in, ffn_out;
-  LayerWeights(const BertConfig& c, std::mt19937& rng)
+  LayerWeights(const EncoderConfig& c, std::mt19937& rng)
       : q(c.hidden, c.hidden, rng),
         kv(2 * c.hidden, c.hidden, rng),
         attn_out(c.hidden, c.hidden, rng),
@@ -212,7 +212,7 @@ inline double round_trip_us(unsigned a, unsigned b, std::size_t bytes, std::size
 
 // The profile of a model of config `c` (dimensions only: the weights are random). Progress, when
 // set, counts processors x token counts, then the transfer pairs.
-inline OpLatencyProfile measure_op_latency_profile(const BertConfig& c, const OpProfileSettings& s,
+inline OpLatencyProfile measure_op_latency_profile(const EncoderConfig& c, const OpProfileSettings& s,
                                                    ProgressBar* progress = nullptr) {
   using namespace op_profiler_detail;
   require(!s.tokens.empty() && !s.cpus.empty() && s.repeats >= 1, "op profiler: nothing to measure");

@@ -181,7 +181,7 @@ inline std::vector<RequestCostSample> fit_request_costs(OpLatencyProfile& prof, 
                                                         const RequestCostSettings& s, ProgressBar* progress = nullptr) {
   const std::size_t P = prof.processors.size();
   require(P <= 255, "request cost fit: too many processors");
-  const BertConfig c = read_bert_config((model_dir / "config.json").string());
+  const EncoderConfig c = read_encoder_config((model_dir / "config.json").string());
   const OpGraph g1 = op_graph_of(c, prof.shape.classes);
   // The preset's formats, with the LayerNorms in fp32 (a format every processor runs).
   std::vector<NumberFormat> formats = formats_of_precision(g1, precision_preset(s.formats));

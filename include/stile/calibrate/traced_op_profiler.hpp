@@ -34,7 +34,7 @@ inline void measure_traced_op_latency(OpLatencyProfile& prof, std::size_t proc, 
                                       const std::filesystem::path& model_dir, const std::vector<NumberFormat>& linear,
                                       std::size_t repeats, ProgressBar* progress = nullptr) {
   require(proc < prof.processors.size() && host < prof.processors.size(), "traced op profiler: no such processor");
-  const BertConfig c = read_bert_config((model_dir / "config.json").string());
+  const EncoderConfig c = read_encoder_config((model_dir / "config.json").string());
   const OpGraph g1 = op_graph_of(c, prof.shape.classes);
   const std::string& name = prof.processors[proc];
   std::size_t step = 0;

@@ -14,7 +14,7 @@
 
 #include "stile/core/file_error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/ops/encoder_layer.hpp"
@@ -37,8 +37,8 @@ struct DenseLayer {
   // Bytes of the GEMM weights (fp32).
   std::size_t weight_bytes() const noexcept { return (4 * hidden * hidden + 2 * hidden * ffn) * sizeof(float); }
 
-  BertConfig config() const {
-    BertConfig c;
+  EncoderConfig config() const {
+    EncoderConfig c;
     c.hidden = hidden;
     c.num_heads = heads;
     c.intermediate = ffn;
@@ -48,7 +48,7 @@ struct DenseLayer {
 
   // Layer `layer` of a BERT checkpoint (config checked against the tensors' shapes; errors name the
   // file and the tensor).
-  static DenseLayer from_checkpoint(const SafetensorsFile& file, const BertConfig& c, std::size_t layer) {
+  static DenseLayer from_checkpoint(const SafetensorsFile& file, const EncoderConfig& c, std::size_t layer) {
     require(layer < c.num_layers, concat("dense layer: layer ", layer, " of ", c.num_layers));
     DenseLayer L;
     L.hidden = c.hidden, L.heads = c.num_heads, L.ffn = c.intermediate;

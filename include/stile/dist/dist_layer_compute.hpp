@@ -39,7 +39,7 @@ class DistLayerCompute final : public LayerCompute {
 
   void set_trace(DistTrace* trace) noexcept { trace_ = trace; }
 
-  void run(const BertConfig& c, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const EncoderConfig& c, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     require(!shards.empty(), "distributed layer compute: no shards chosen");
     const std::size_t n = weights_.size(), me = static_cast<std::size_t>(comm_.rank());
@@ -54,7 +54,7 @@ class DistLayerCompute final : public LayerCompute {
 
  private:
   // ctx_ [tokens x da] = attention of the heads of `part` over x.
-  void attention(const BertConfig& c, const LayerView<StackedDict>& v, const float* x,
+  void attention(const EncoderConfig& c, const LayerView<StackedDict>& v, const float* x,
                  std::span<const std::size_t> seq_offsets) {
     const std::size_t tokens = seq_offsets.back(), d = c.hidden, da = v.attn_width();
     qkv_.resize(tokens * 3 * da);
@@ -77,7 +77,7 @@ class DistLayerCompute final : public LayerCompute {
     }
   }
 
-  void run_ws(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+  void run_ws(const EncoderConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
               std::span<const ShardView> mine, const LayerResidentView& resident, float* x,
               std::span<const std::size_t> seq_offsets, std::size_t n, std::size_t me) {
     const std::size_t tokens = seq_offsets.back(), d = c.hidden, a = shape.attn_rows;
@@ -125,7 +125,7 @@ class DistLayerCompute final : public LayerCompute {
     comm_.all_gather(xr, counts_, x);
   }
 
-  void run_1d(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> mine,
+  void run_1d(const EncoderConfig& c, const ShardShape& shape, std::span<const ShardView> mine,
               const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) {
     const std::size_t tokens = seq_offsets.back(), d = c.hidden;
     const bool root = comm_.rank() == 0;

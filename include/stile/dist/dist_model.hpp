@@ -38,7 +38,7 @@ class DistModel {
 
   // The input embedding of one sequence (word + position + type, LayerNorm): [len x d] into hidden.
   void embed(const Encoding& e, std::vector<float>& hidden) const {
-    const BertConfig& c = w_.config;
+    const EncoderConfig& c = w_.config;
     const std::size_t len = checked_sequence_length(e, 0, c.max_position_embeddings);
     check_token_ids(e, len, c);
     hidden.assign(len * c.hidden, 0.0f);

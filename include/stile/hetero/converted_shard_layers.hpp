@@ -47,12 +47,12 @@ class ConvertedShardLayers {
 
   // The layer of `shards` (shape `shape`) and `resident`, its linear layers in p's formats (int8:
   // symmetric per channel) and p.ops in the view.
-  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+  const LayerView<LinearView>& get(const EncoderConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
                                    const LayerResidentView& resident, const LayerPrecision& p) {
     return get(c, shape, shards, resident, p, versions_key(shape, shards));
   }
   // The same with the shards' versions_key given (one hash for the layer in several formats).
-  const LayerView<LinearView>& get(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+  const LayerView<LinearView>& get(const EncoderConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
                                    const LayerResidentView& resident, const LayerPrecision& p, std::uint64_t versions) {
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
       if (it->versions == versions && it->layer == resident.attn_out_bias && it->precision == p) {
@@ -124,7 +124,7 @@ class ConvertedShardLayers {
     return LinearWeights::from(quantize_int8(rows.data(), N, K, K, Int8Scheme::kSymmetricPerChannel, name));
   }
 
-  static Converted convert(const BertConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
+  static Converted convert(const EncoderConfig& c, const ShardShape& shape, std::span<const ShardView> shards,
                            const LayerResidentView& resident, const LayerPrecision& p) {
     const ShardedLayer sharded(shape, shards, resident, p.ops);
     const LayerView<StackedDict>& v = sharded.view();

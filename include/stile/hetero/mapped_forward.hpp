@@ -70,14 +70,14 @@ class MappedForward {
   MappedForward(const MappedForward&) = delete;
   MappedForward& operator=(const MappedForward&) = delete;
 
-  const BertConfig& config() const noexcept { return w_.config; }
+  const EncoderConfig& config() const noexcept { return w_.config; }
   const OpGraph& graph() const noexcept { return run_.graph(); }
   const OpMapping& mapping() const noexcept { return run_.mapping(); }
 
   // BertModel::encode's contract: `hidden` receives the last hidden states of the real tokens of
   // every sequence, packed; returns each sequence's real length.
   std::vector<std::size_t> encode(std::span<const Encoding> batch, std::vector<float>& hidden) {
-    const BertConfig& c = w_.config;
+    const EncoderConfig& c = w_.config;
     const std::size_t d = c.hidden;
     std::vector<std::size_t> lengths;
     offsets_.assign(1, 0);

@@ -34,7 +34,7 @@ class MappedLayerCompute final : public LayerCompute {
  public:
   // The mapping of config c's operator graph over `processors` (kept by the caller, alive while
   // this is); cache_layers: converted layers kept. Throws stile::Error as MappedNodeRunner does.
-  MappedLayerCompute(const BertConfig& c, OpMapping mapping, std::vector<Processor*> processors,
+  MappedLayerCompute(const EncoderConfig& c, OpMapping mapping, std::vector<Processor*> processors,
                      std::size_t cache_layers = 64)
       : runner_(op_graph_of(c), std::move(mapping), std::move(processors)),
         precision_(mapped_weights_precision(runner_.graph(), runner_.mapping().format)),
@@ -44,7 +44,7 @@ class MappedLayerCompute final : public LayerCompute {
   // Bytes of the converted layers kept (ConvertedShardLayers::bytes).
   std::size_t converted_bytes() const noexcept { return layers_.bytes(); }
 
-  void run(const BertConfig& config, std::size_t layer, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const EncoderConfig& config, std::size_t layer, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     const OpGraph& g = runner_.graph();
     require(layer < g.layer_nodes.size(),

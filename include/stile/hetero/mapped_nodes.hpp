@@ -41,7 +41,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
 #include "stile/hetero/processor.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
 #include "stile/ops/precision.hpp"
@@ -53,7 +53,7 @@ namespace stile {
 
 // The operator graph of config `c` (one sequence of one token: the nodes do not depend on the
 // token count).
-inline OpGraph op_graph_of(const BertConfig& c, std::size_t classes = 2) {
+inline OpGraph op_graph_of(const EncoderConfig& c, std::size_t classes = 2) {
   return bert_op_graph({.layers = c.num_layers,
                         .hidden = c.hidden,
                         .heads = c.num_heads,

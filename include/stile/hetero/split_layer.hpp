@@ -25,7 +25,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/hetero/processor.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/precision.hpp"
@@ -67,7 +67,7 @@ class SplitLayer {
   // v0, v1: the layer in processor 0's and processor 1's formats (same shapes). Throws the first
   // processor's error after both have finished; x is then undefined.
   void run(const LayerView<LinearView>& v0, const LayerView<LinearView>& v1, const SplitPlan& plan,
-           const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws) {
+           const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws) {
     check(v0, v1, plan, c);
     const std::size_t tokens = seq_offsets.back();
     if (tokens == 0) return;
@@ -177,7 +177,7 @@ class SplitLayer {
 
  private:
   void check(const LayerView<LinearView>& v0, const LayerView<LinearView>& v1, const SplitPlan& plan,
-             const BertConfig& c) const {
+             const EncoderConfig& c) const {
     const std::array<const LayerView<LinearView>*, 2> v{&v0, &v1};
     for (std::size_t i = 0; i < 2; ++i) {
       for (const LinearView* w : {&v[i]->q, &v[i]->kv, &v[i]->attn_out, &v[i]->ffn_in, &v[i]->ffn_out}) {

@@ -40,7 +40,7 @@ class SplitLayerCompute final : public LayerCompute {
   // The p of the last layer run (for the CLI's summary).
   double last_p() const noexcept { return last_p_; }
 
-  void run(const BertConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const EncoderConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     LayerPrecision p0, p1;
     p0.linear.fill(proc_[0]->format());

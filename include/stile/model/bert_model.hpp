@@ -31,7 +31,7 @@ class BertModel {
   }
   explicit BertModel(BertWeights weights) : w_(std::move(weights)) {}
 
-  const BertConfig& config() const noexcept { return w_.config; }
+  const EncoderConfig& config() const noexcept { return w_.config; }
   const BertWeights& weights() const noexcept { return w_; }
 
   // Runs the encoder on every sequence of `batch`. Only tokens whose attention_mask is 1 are
@@ -42,7 +42,7 @@ class BertModel {
   std::vector<std::size_t> encode(std::span<const Encoding> batch, std::vector<float>& hidden,
                                   ThreadPool* pool = nullptr, OpTimes* times = nullptr) const {
     ThreadPool& threads = pool != nullptr ? *pool : default_thread_pool();
-    const BertConfig& c = w_.config;
+    const EncoderConfig& c = w_.config;
     const std::size_t d = c.hidden;
     std::vector<std::size_t> lengths;
     std::vector<std::size_t> offsets{0};
@@ -73,7 +73,7 @@ class BertModel {
   }
 
   void embed(const Encoding& e, std::size_t len, float* out) const {
-    const BertConfig& c = w_.config;
+    const EncoderConfig& c = w_.config;
     check_token_ids(e, len, c);
     for (std::size_t t = 0; t < len; ++t) {
       std::copy_n(w_.word_embeddings.data() + static_cast<std::size_t>(e.input_ids[t]) * c.hidden, c.hidden,

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
@@ -50,7 +50,7 @@ struct BertLayerWeights {
   }
 
   // The view the layer operators read (all heads; Q pre-scaled, so attention's scale is 1).
-  LayerView<LinearView> view(const BertConfig& c) const {
+  LayerView<LinearView> view(const EncoderConfig& c) const {
     LayerView<LinearView> v;
     v.q = q.view();
     v.kv = kv.view();
@@ -75,7 +75,7 @@ struct BertLayerWeights {
 };
 
 struct BertWeights {
-  BertConfig config;
+  EncoderConfig config;
   SafetensorsFile file;                      // keeps the word embeddings mapped
   std::span<const float> word_embeddings;    // [vocab x d], in the mapped file
   std::vector<float> position_embeddings;    // [max_positions x d]
@@ -87,17 +87,17 @@ struct BertWeights {
   // Reads config.json and model.safetensors from model_dir, converting each layer to `precision`
   // (one LayerPrecision per layer, or its uniform one).
   static BertWeights load(const std::filesystem::path& model_dir, const ModelPrecision& precision = {}) {
-    BertConfig config = read_bert_config((model_dir / "config.json").string());
+    EncoderConfig config = read_encoder_config((model_dir / "config.json").string());
     SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
     return from(std::move(config), std::move(file), precision);
   }
 
-  static BertWeights from(BertConfig config, SafetensorsFile file, const ModelPrecision& precision = {}) {
+  static BertWeights from(EncoderConfig config, SafetensorsFile file, const ModelPrecision& precision = {}) {
     require(
         precision.layers.empty() || precision.layers.size() == config.num_layers,
         concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers, " layers"));
     BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, precision};
-    const BertConfig& c = w.config;
+    const EncoderConfig& c = w.config;
     const std::size_t d = c.hidden, ff = c.intermediate;
     // Checkpoints saved from BertModel have no prefix; from BertFor... heads, "bert.".
     const std::string prefix = w.file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "stile/core/error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/text/wordpiece.hpp"
 
 namespace stile {
@@ -36,7 +36,7 @@ inline std::size_t checked_sequence_length(const Encoding& e, std::size_t index,
 }
 
 // Token ids and types of the first len tokens inside the model's vocabulary and types.
-inline void check_token_ids(const Encoding& e, std::size_t len, const BertConfig& c) {
+inline void check_token_ids(const Encoding& e, std::size_t len, const EncoderConfig& c) {
   for (std::size_t t = 0; t < len; ++t) {
     const std::int32_t id = e.input_ids[t];
     const std::int32_t type = e.token_type_ids.empty() ? 0 : e.token_type_ids[t];
@@ -48,7 +48,7 @@ inline void check_token_ids(const Encoding& e, std::size_t len, const BertConfig
 }
 
 // out[t] += position[t] + token_type[type of t] for t < len; out holds the word rows.
-inline void add_position_and_type(const Encoding& e, std::size_t len, const BertConfig& c, const float* position,
+inline void add_position_and_type(const Encoding& e, std::size_t len, const EncoderConfig& c, const float* position,
                                   const float* token_type, float* out) {
   const std::size_t d = c.hidden;
   for (std::size_t t = 0; t < len; ++t) {

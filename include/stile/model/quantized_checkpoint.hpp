@@ -34,7 +34,7 @@
 
 #include "stile/core/file_error.hpp"
 #include "stile/core/half.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/io/safetensors_writer.hpp"
 #include "stile/model/stored_linear.hpp"
@@ -106,7 +106,7 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
 }
 
 // The tensors of the converted file (everything but the converted weights copied as they are).
-inline std::vector<TensorToWrite> converted_tensors(const SafetensorsFile& file, const BertConfig& c,
+inline std::vector<TensorToWrite> converted_tensors(const SafetensorsFile& file, const EncoderConfig& c,
                                                     LinearFormat format, Int8Scheme scheme, std::size_t& converted) {
   const std::string prefix = file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
   const std::size_t d = c.hidden, ff = c.intermediate;
@@ -174,7 +174,7 @@ inline QuantizedCheckpointReport write_quantized_checkpoint(const std::filesyste
   if (fs::exists(fs::symlink_status(out_dir, ec))) {
     fail_in_file(out_dir.string(), "already exists (the output directory must be new)");
   }
-  const BertConfig config = read_bert_config((model_dir / "config.json").string());
+  const EncoderConfig config = read_encoder_config((model_dir / "config.json").string());
   const SafetensorsFile source = SafetensorsFile::open((model_dir / "model.safetensors").string());
 
   const fs::path tmp = out_dir.parent_path() / concat(".", out_dir.filename().string(), ".tmp-", ::getpid());

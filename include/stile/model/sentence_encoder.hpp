@@ -52,7 +52,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/text/tokenizer.hpp"
 #include "stile/model/bert_model.hpp"
@@ -234,7 +234,7 @@ struct SentenceBertSettings {
   bool lowercase_text;
 };
 
-inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, const BertConfig& config) {
+inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, const EncoderConfig& config) {
   const fs::path file = bert_dir / kSentenceBertConfigFile;
   SentenceBertSettings settings{config.max_position_embeddings, false};
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
@@ -296,7 +296,7 @@ class SentenceEncoder {
     using namespace sentence_encoder_detail;
     const ModuleLayout layout = read_modules(dir);
     // The small files first, so a bad one is reported before the weights are read.
-    BertConfig config = read_bert_config((layout.bert_dir / "config.json").string());
+    EncoderConfig config = read_encoder_config((layout.bert_dir / "config.json").string());
     const Pooling pooling = read_pooling(layout.pooling_dir, config.hidden);
     const SentenceBertSettings settings = read_sentence_bert_config(layout.bert_dir, config);
     Tokenizer tokenizer = load_tokenizer(layout.bert_dir, settings);

@@ -66,7 +66,7 @@ class ShardedBert {
 
   explicit ShardedBert(ShardStore store) : store_(std::move(store)), residents_(store_) {}
 
-  const BertConfig& config() const noexcept { return store_.config(); }
+  const EncoderConfig& config() const noexcept { return store_.config(); }
   const ShardStore& store() const noexcept { return store_; }
   std::size_t shards_per_layer() const noexcept { return store_.shards_per_layer(); }
 
@@ -75,7 +75,7 @@ class ShardedBert {
   std::vector<std::size_t> encode(std::span<const Encoding> batch, std::vector<float>& hidden, const SubmodelPlan& plan,
                                   const EncodeOptions& options = {}) const {
     ThreadPool& threads = options.pool != nullptr ? *options.pool : default_thread_pool();
-    const BertConfig& c = config();
+    const EncoderConfig& c = config();
     check_submodel_plan(store_, plan);
     const TokenBatch packed = pack_tokens(batch, c);
     embed_from_store(store_, residents_, batch, packed, hidden);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "stile/core/error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/embeddings.hpp"
 #include "stile/ops/formatted_ops.hpp"
@@ -34,7 +34,7 @@ struct TokenBatch {
 
 // Checks each sequence against the model (attention mask, positions, ids, types) and packs its
 // real tokens. `empty_is_error`: a sequence without tokens throws "<who>: sequence i has no tokens".
-inline TokenBatch pack_tokens(std::span<const Encoding> batch, const BertConfig& c, bool empty_is_error = false,
+inline TokenBatch pack_tokens(std::span<const Encoding> batch, const EncoderConfig& c, bool empty_is_error = false,
                               std::string_view who = "encode") {
   TokenBatch out;
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -61,7 +61,7 @@ class StoreResidents {
   // The embedding layer's output in place: hidden ([packed.tokens() x hidden]) holds the word rows
   // of `packed`'s tokens; adds each token's position and type rows, then the embedding LayerNorm
   // (in format `norm`).
-  void embed(std::span<const Encoding> batch, const TokenBatch& packed, const BertConfig& c, float* hidden,
+  void embed(std::span<const Encoding> batch, const TokenBatch& packed, const EncoderConfig& c, float* hidden,
              NormFormat norm = NormFormat::kF32) const {
     const std::size_t d = c.hidden;
     for (std::size_t i = 0; i < batch.size(); ++i) {

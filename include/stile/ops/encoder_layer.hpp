@@ -13,7 +13,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/op_times.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/attention.hpp"
 #include "stile/ops/formatted_ops.hpp"
 #include "stile/ops/layer_view.hpp"
@@ -44,7 +44,7 @@ inline std::size_t untiled_layer_peak_bytes(const LayerMemoryShape& m) {
 
 // x: [tokens x d], the packed rows of all sequences; seq_offsets: n + 1 row offsets.
 template <class W>
-void encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets,
+void encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets,
                    EncoderWorkspace& ws, ThreadPool& pool) {
   const std::size_t tokens = seq_offsets.back();
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width();

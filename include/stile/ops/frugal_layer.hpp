@@ -40,7 +40,7 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/kernels/gemm_impl.hpp"
 #include "stile/ops/formatted_ops.hpp"
@@ -166,7 +166,7 @@ struct FrugalActivations {
 // LinearView (the int8 GEMM has buffers of its own). The arena must have room for
 // frugal_layer_peak_bytes() on top of what it holds.
 template <class W>
-void frugal_encoder_layer(const LayerView<W>& w, const BertConfig& c, FrugalActivations& x,
+void frugal_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, FrugalActivations& x,
                           std::span<const std::size_t> seq_offsets, const FrugalTiles& tiles, Arena& arena,
                           ThreadPool& pool) {
   static_assert(WeightMatrix<W>, "frugal layer: the weights must be one GEMM codec");
@@ -286,7 +286,7 @@ void frugal_encoder_layer(const LayerView<W>& w, const BertConfig& c, FrugalActi
 // layers run; emit_row(token, std::span<const float> row) receives each output row dequantized.
 // The arena is reserved to exactly frugal_encoder_peak_bytes() on top of what it holds.
 template <class W, class EmbedRow, class EmitRow>
-void frugal_encoder(std::span<const LayerView<W>> layers, const BertConfig& c, std::span<const std::size_t> seq_offsets,
+void frugal_encoder(std::span<const LayerView<W>> layers, const EncoderConfig& c, std::span<const std::size_t> seq_offsets,
                     const FrugalTiles& tiles, EmbedRow&& embed_row, EmitRow&& emit_row, Arena& arena,
                     ThreadPool& pool) {
   require(!seq_offsets.empty() && seq_offsets.front() == 0, "frugal encoder: seq_offsets must start at 0");

@@ -8,7 +8,7 @@
 
 #include "stile/core/arena.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/encoder_layer.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/precision.hpp"
@@ -30,7 +30,7 @@ class LayerCompute {
   // The layer may still be running when run() returns (a compute that queues layers on other
   // processors): x is complete once finish() returns, and until then the caller leaves x and
   // seq_offsets untouched and calls run() for the request's next layers only.
-  virtual void run(const BertConfig& config, std::size_t layer, const ShardShape& shape,
+  virtual void run(const EncoderConfig& config, std::size_t layer, const ShardShape& shape,
                    std::span<const ShardView> shards, const LayerResidentView& resident, float* x,
                    std::span<const std::size_t> seq_offsets) = 0;
   // Waits for every layer run() started; throws the first failure among them. Called after a
@@ -57,7 +57,7 @@ class CpuLayerCompute final : public LayerCompute {
   // The untiled layer only (it needs no arena).
   CpuLayerCompute(ThreadPool& pool, EncoderWorkspace& workspace) : pool_(pool), workspace_(workspace) {}
 
-  void run(const BertConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
+  void run(const EncoderConfig& config, std::size_t /*layer*/, const ShardShape& shape, std::span<const ShardView> shards,
            const LayerResidentView& resident, float* x, std::span<const std::size_t> seq_offsets) override {
     const ShardedLayer layer(shape, shards, resident, ops_, linear_, &pool_, &int8_buffers_);
     if (tiles_.query == 0) {

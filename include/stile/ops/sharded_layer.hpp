@@ -23,7 +23,7 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/kernels/dict.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/store/shard_view.hpp"
@@ -123,12 +123,12 @@ class ShardedLayer {
 
   // x: [tokens x d] packed rows of all sequences, updated in place; seq_offsets: n + 1 offsets.
   // Tiled (ops/tiled_layer.hpp) when tiles are given, with its working memory from `arena`.
-  void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, const LayerTiles& tiles,
+  void run(const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets, const LayerTiles& tiles,
            Arena& arena, ThreadPool& pool) const {
     if (int8_) return tiled_encoder_layer(int8_->view, c, x, seq_offsets, tiles, arena, pool);
     tiled_encoder_layer(view_, c, x, seq_offsets, tiles, arena, pool);
   }
-  void run(const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws,
+  void run(const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets, EncoderWorkspace& ws,
            ThreadPool& pool) const {
     if (int8_) return encoder_layer(int8_->view, c, x, seq_offsets, ws, pool);
     encoder_layer(view_, c, x, seq_offsets, ws, pool);

@@ -29,7 +29,7 @@
 #include "stile/core/arena.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/ops/attention.hpp"
 #include "stile/ops/formatted_ops.hpp"
 #include "stile/ops/layer_view.hpp"
@@ -62,7 +62,7 @@ inline std::size_t tiled_layer_peak_bytes(const LayerMemoryShape& m, const Layer
 
 // Runs the layer over x [tokens x d] (packed sequences, offsets seq_offsets) in place.
 template <class W>
-void tiled_encoder_layer(const LayerView<W>& w, const BertConfig& c, float* x, std::span<const std::size_t> seq_offsets,
+void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets,
                          const LayerTiles& tiles, Arena& arena, ThreadPool& pool) {
   require(tiles.query > 0 && tiles.tokens > 0, "tiled layer: tile sizes must be positive");
   const std::size_t tokens = seq_offsets.back();

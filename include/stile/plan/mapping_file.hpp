@@ -27,7 +27,7 @@
 
 #include "stile/core/error.hpp"
 #include "stile/core/fnv1a.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
 #include "stile/io/strict_json.hpp"
@@ -154,7 +154,7 @@ struct OpMappingFile {
 };
 
 // Mapping file `m` (read from `file`) is for a model of config `c`; otherwise "stile: <file>: ...".
-inline void check_mapping_shape(const OpMappingFile& m, const BertConfig& c, const std::string& file) {
+inline void check_mapping_shape(const OpMappingFile& m, const EncoderConfig& c, const std::string& file) {
   if (m.shape.layers != c.num_layers || m.shape.hidden != c.hidden || m.shape.heads != c.num_heads ||
       m.shape.ffn != c.intermediate) {
     throw Error(concat("stile: ", file, ": the mapping is for ", m.shape.layers, " layers, hidden ", m.shape.hidden,
@@ -166,7 +166,7 @@ inline void check_mapping_shape(const OpMappingFile& m, const BertConfig& c, con
 // The ModelPrecision the CPU engine runs for mapping file `m` (read from `file`) on a model of
 // config `c`: the mapping must be for c's shape, on one processor, and expressible
 // (plan/mapping_precision.hpp); otherwise "stile: <file>: <why>".
-inline ModelPrecision model_precision_of(const OpMappingFile& m, const BertConfig& c, const std::string& file) {
+inline ModelPrecision model_precision_of(const OpMappingFile& m, const EncoderConfig& c, const std::string& file) {
   check_mapping_shape(m, c, file);
   if (m.single_processor() == static_cast<std::size_t>(-1)) {
     throw Error(concat("stile: ", file, ": the mapping spreads nodes over several processors; running it needs the "

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/file_error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/strict_json.hpp"
 #include "stile/quant/lowrank_table.hpp"
@@ -42,7 +42,7 @@ struct ShardVersionInfo {
 // A validated manifest: what ShardStore keeps in memory, and what ShardStoreWriter writes.
 struct ShardStoreManifest {
   nlohmann::json config_json;  // the model's config.json object, verbatim
-  BertConfig config;
+  EncoderConfig config;
   std::size_t shards_per_layer = 0;
   ShardShape shape;
   std::vector<unsigned> bits;  // strictly increasing
@@ -209,13 +209,13 @@ inline ShardVersionInfo parse_version(const nlohmann::json& v, std::size_t layer
 
 // Low-rank tables: at most this many clusters (the token map keeps the cluster in 8 bits).
 inline constexpr std::size_t kMaxWordClusters = 255;
-inline constexpr unsigned kTokenMapIndexBits = 24;  // vocab_size <= 2^24 (parse_bert_config's limit)
+inline constexpr unsigned kTokenMapIndexBits = 24;  // vocab_size <= 2^24 (parse_encoder_config's limit)
 
 // "embeddings"."word": dense (version 1 and 2), or clustered low-rank (version 2 only).
 inline void parse_word_table(const nlohmann::json& word, ShardStoreManifest& m, const ShardStoreHeader& h,
                              const std::string& file, std::vector<Extent>& extents) {
   const std::string where = "the word embeddings";
-  const BertConfig& c = m.config;
+  const EncoderConfig& c = m.config;
   m.word.rows = u64_member(word, "rows", where, file);
   m.word.cols = u64_member(word, "cols", where, file);
   if (m.word.rows != c.vocab_size || m.word.cols != c.hidden) {
@@ -309,11 +309,11 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
 
   ShardStoreManifest m;
   m.config_json = json_object_member(root, "config", top, file);
-  // The config must be one parse_bert_config accepts: every dimension present, positive and below
+  // The config must be one parse_encoder_config accepts: every dimension present, positive and below
   // its limit (so no size computed from them overflows), heads dividing the hidden size.
-  m.config = parse_bert_config(m.config_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+  m.config = parse_encoder_config(m.config_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                                concat(file, ": manifest \"config\""));
-  const BertConfig& c = m.config;
+  const EncoderConfig& c = m.config;
 
   const std::uint64_t shards = u64_member(root, "shards_per_layer", top, file);
   if (shards == 0 || shards > c.num_heads || c.num_heads % shards != 0 || c.intermediate % shards != 0) {

@@ -20,7 +20,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/store/shard_store.hpp"
@@ -165,7 +165,7 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
   using namespace converter_detail;
   const std::filesystem::path config_path = model_dir / "config.json";
   const std::string config_text = read_text(config_path, "model config");
-  const BertConfig c = parse_bert_config(config_text, config_path.string());
+  const EncoderConfig c = parse_encoder_config(config_text, config_path.string());
   const std::string vocab_text = read_text(model_dir / "vocab.txt", "vocabulary");
   const SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
   const std::size_t M = options.shards == 0 ? c.num_heads : options.shards;

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "stile/core/error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/quant/packed_layout.hpp"
 
 namespace stile {
@@ -37,7 +37,7 @@ struct ShardShape {
   std::size_t heads = 0;      // H / M
   std::size_t ffn_rows = 0;   // d_ff / M: rows of W_1 (= columns of W_2)
 
-  static ShardShape of(const BertConfig& c, std::size_t shards) {
+  static ShardShape of(const EncoderConfig& c, std::size_t shards) {
     require(shards > 0 && c.num_heads % shards == 0 && c.intermediate % shards == 0,
             "shard layout: " + std::to_string(shards) + " shards do not divide the model's " +
                 std::to_string(c.num_heads) + " heads and " + std::to_string(c.intermediate) + " FFN neurons evenly");

@@ -32,7 +32,7 @@
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
 #include "stile/core/file_error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/quant/lowrank_table.hpp"
 #include "stile/store/format.hpp"
@@ -167,7 +167,7 @@ class ShardStore {
   const ShardStoreHeader& header() const noexcept { return header_; }
   const ShardStoreManifest& manifest() const noexcept { return m_; }
 
-  const BertConfig& config() const noexcept { return m_.config; }
+  const EncoderConfig& config() const noexcept { return m_.config; }
   const nlohmann::json& config_json() const noexcept { return m_.config_json; }
   std::size_t num_layers() const noexcept { return m_.layers.size(); }
   std::size_t shards_per_layer() const noexcept { return m_.shards_per_layer; }

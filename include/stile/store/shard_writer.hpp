@@ -30,7 +30,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/file_error.hpp"
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/quant/lowrank_table.hpp"
 #include "stile/quant/packed_layout.hpp"
 #include "stile/store/format.hpp"
@@ -84,12 +84,12 @@ class ShardStoreWriter {
       : path_(std::move(path)), name_(path_.string()) {
     using shard_store_detail::fail;
     try {
-      m_.config = parse_bert_config(config_json, concat(name_, ": config.json"));
+      m_.config = parse_encoder_config(config_json, concat(name_, ": config.json"));
       m_.config_json = nlohmann::json::parse(config_json.begin(), config_json.end());
     } catch (const nlohmann::json::exception& e) {
       fail(name_, "config.json: ", e.what());
     }
-    const BertConfig& c = m_.config;
+    const EncoderConfig& c = m_.config;
     if (shards_per_layer == 0 || c.num_heads % shards_per_layer != 0 || c.intermediate % shards_per_layer != 0) {
       fail(name_, shards_per_layer, " shards per layer do not divide the model's ", c.num_heads,
            " attention heads and ", c.intermediate, " FFN neurons evenly");
@@ -137,7 +137,7 @@ class ShardStoreWriter {
                       std::span<const float> ln_gamma, std::span<const float> ln_beta) {
     guarded([&] {
       if (have_embeddings_) fail("add_embeddings was called twice");
-      const BertConfig& c = m_.config;
+      const EncoderConfig& c = m_.config;
       const std::size_t d = c.hidden;
       check_count(word.size(), c.vocab_size * d, "the word embeddings", "vocab_size x hidden_size");
       check_other_embeddings(position, token_type, ln_gamma, ln_beta);
@@ -161,7 +161,7 @@ class ShardStoreWriter {
                       std::span<const float> ln_beta) {
     guarded([&] {
       if (have_embeddings_) fail("add_embeddings was called twice");
-      const BertConfig& c = m_.config;
+      const EncoderConfig& c = m_.config;
       const std::size_t d = c.hidden;
       if (word.rows != c.vocab_size || word.cols != d) {
         fail("the low-rank word table is ", word.rows, " x ", word.cols, ", the config needs ", c.vocab_size, " x ", d);
@@ -365,7 +365,7 @@ class ShardStoreWriter {
 
   void check_other_embeddings(std::span<const float> position, std::span<const float> token_type,
                               std::span<const float> ln_gamma, std::span<const float> ln_beta) const {
-    const BertConfig& c = m_.config;
+    const EncoderConfig& c = m_.config;
     const std::size_t d = c.hidden;
     check_count(position.size(), c.max_position_embeddings * d, "the position embeddings",
                 "max_position_embeddings x hidden_size");

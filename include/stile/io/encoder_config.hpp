@@ -18,7 +18,7 @@
 
 namespace stile {
 
-struct BertConfig {
+struct EncoderConfig {
   std::size_t hidden = 0;                   // hidden_size
   std::size_t num_layers = 0;               // num_hidden_layers
   std::size_t num_heads = 0;                // num_attention_heads
@@ -32,7 +32,7 @@ struct BertConfig {
   std::size_t head_dim() const noexcept { return num_heads == 0 ? 0 : hidden / num_heads; }
 };
 
-namespace bert_config_detail {
+namespace encoder_config_detail {
 
 // Far above any BERT-family model (the largest vocabularies are ~250k), low enough that the
 // products the engine forms from these numbers (vocab x hidden, layers x hidden x intermediate)
@@ -57,11 +57,11 @@ inline std::size_t read_dimension(const nlohmann::json& root, const char* key, c
   fail(file, "\"", key, "\" must be positive, got ", it->dump());
 }
 
-}  // namespace bert_config_detail
+}  // namespace encoder_config_detail
 
 // Parses config.json text; display_name names the file in error messages.
-inline BertConfig parse_bert_config(std::string_view json_text, const std::string& display_name) {
-  using namespace bert_config_detail;
+inline EncoderConfig parse_encoder_config(std::string_view json_text, const std::string& display_name) {
+  using namespace encoder_config_detail;
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(json_text.begin(), json_text.end());
@@ -70,7 +70,7 @@ inline BertConfig parse_bert_config(std::string_view json_text, const std::strin
   }
   if (!root.is_object()) fail(display_name, "is not a JSON object");
 
-  BertConfig config;
+  EncoderConfig config;
   config.hidden = read_dimension(root, "hidden_size", display_name);
   config.num_layers = read_dimension(root, "num_hidden_layers", display_name);
   config.num_heads = read_dimension(root, "num_attention_heads", display_name);
@@ -112,12 +112,12 @@ inline BertConfig parse_bert_config(std::string_view json_text, const std::strin
 }
 
 // Reads and validates a Hugging Face config.json.
-inline BertConfig read_bert_config(const std::string& path) {
+inline EncoderConfig read_encoder_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) bert_config_detail::fail(path, "cannot open the model config");
+  if (!in) encoder_config_detail::fail(path, "cannot open the model config");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) bert_config_detail::fail(path, "cannot read the model config");
-  return parse_bert_config(text, path);
+  if (in.bad()) encoder_config_detail::fail(path, "cannot read the model config");
+  return parse_encoder_config(text, path);
 }
 
 }  // namespace stile

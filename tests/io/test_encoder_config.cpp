@@ -1,6 +1,6 @@
 // The BERT config reader: a real config's numbers come through, and every missing, malformed or
 // unsupported field is refused with the file and the field named.
-#include "stile/io/bert_config.hpp"
+#include "stile/io/encoder_config.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -64,7 +64,7 @@ std::string edited(const std::string& key, const std::string& replacement) {
 }  // namespace
 
 TEST_CASE("bert config: bert-base-uncased reads back", "[io][config]") {
-  const stile::BertConfig c = stile::parse_bert_config(kBertBase, "bert-base/config.json");
+  const stile::EncoderConfig c = stile::parse_encoder_config(kBertBase, "bert-base/config.json");
   CHECK(c.hidden == 768);
   CHECK(c.num_layers == 12);
   CHECK(c.num_heads == 12);
@@ -78,7 +78,7 @@ TEST_CASE("bert config: bert-base-uncased reads back", "[io][config]") {
 }
 
 TEST_CASE("bert config: position_embedding_type may be absent", "[io][config]") {
-  CHECK(stile::parse_bert_config(edited("position_embedding_type", ""), "cfg").hidden == 768);
+  CHECK(stile::parse_encoder_config(edited("position_embedding_type", ""), "cfg").hidden == 768);
 }
 
 TEST_CASE("bert config: read from a file", "[io][config]") {
@@ -89,10 +89,10 @@ TEST_CASE("bert config: read from a file", "[io][config]") {
     std::ofstream out(path);
     out << kBertBase;
   }
-  const stile::BertConfig c = stile::read_bert_config(path);
+  const stile::EncoderConfig c = stile::read_encoder_config(path);
   std::filesystem::remove(path);
   CHECK(c.hidden == 768);
-  CHECK_THAT(error_of([&] { (void)stile::read_bert_config(path); }), Contains(path) && Contains("cannot open"));
+  CHECK_THAT(error_of([&] { (void)stile::read_encoder_config(path); }), Contains(path) && Contains("cannot open"));
 }
 
 TEST_CASE("bert config: bad configs are refused with the file and the field named", "[io][config]") {
@@ -133,7 +133,7 @@ TEST_CASE("bert config: bad configs are refused with the file and the field name
   for (const BadCase& c : cases) {
     SECTION(c.label) {
       const std::string name = std::string(c.label) + "/config.json";
-      const std::string message = error_of([&] { (void)stile::parse_bert_config(c.text, name); });
+      const std::string message = error_of([&] { (void)stile::parse_encoder_config(c.text, name); });
       INFO(c.text);
       CHECK_THAT(message, Contains(name));
       for (const std::string& word : c.words) CHECK_THAT(message, Contains(word));
