@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stile/core/file_error.hpp"
 #include "stile/core/thread_pool.hpp"
+#include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
@@ -53,34 +55,34 @@ struct DenseLayer {
     DenseLayer L;
     L.hidden = c.hidden, L.heads = c.num_heads, L.ffn = c.intermediate;
     L.layer_norm_eps = static_cast<float>(c.layer_norm_eps);
-    const std::string prefix = file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-    const std::string p = prefix + "encoder.layer." + std::to_string(layer) + ".";
+    const LayerTensorNames n = CheckpointNames::of(c, file).layer(layer);
     const auto load = [&](const std::string& name, std::size_t rows, std::size_t cols) {
-      const TensorInfo& t = file.tensor(p + name);
+      const TensorInfo& t = file.tensor(name);
       const bool matrix = cols != 0;
       const bool ok = matrix ? t.shape.size() == 2 && t.shape[0] == static_cast<std::int64_t>(rows) &&
                                    t.shape[1] == static_cast<std::int64_t>(cols)
                              : t.shape.size() == 1 && t.shape[0] == static_cast<std::int64_t>(rows);
-      if (!ok) fail_in_file(file.path(), "tensor '", p, name, "' has the wrong shape for the config");
+      if (!ok) fail_in_file(file.path(), "tensor '", name, "' has the wrong shape for the config");
       return file.to_f32(t);
     };
     const std::size_t d = c.hidden, ff = c.intermediate;
-    for (const char* part : {"query", "key", "value"}) {
-      const std::vector<float> w = load(std::string("attention.self.") + part + ".weight", d, d);
-      const std::vector<float> b = load(std::string("attention.self.") + part + ".bias", d, 0);
+    for (const auto& [weight, bias] : {std::pair{&n.q_weight, &n.q_bias}, std::pair{&n.k_weight, &n.k_bias},
+                                       std::pair{&n.v_weight, &n.v_bias}}) {
+      const std::vector<float> w = load(*weight, d, d);
+      const std::vector<float> b = load(*bias, d, 0);
       L.wqkv.insert(L.wqkv.end(), w.begin(), w.end());
       L.bqkv.insert(L.bqkv.end(), b.begin(), b.end());
     }
-    L.wo = load("attention.output.dense.weight", d, d);
-    L.bo = load("attention.output.dense.bias", d, 0);
-    L.ln1_gamma = load("attention.output.LayerNorm.weight", d, 0);
-    L.ln1_beta = load("attention.output.LayerNorm.bias", d, 0);
-    L.w1 = load("intermediate.dense.weight", ff, d);
-    L.b1 = load("intermediate.dense.bias", ff, 0);
-    L.w2 = load("output.dense.weight", d, ff);
-    L.b2 = load("output.dense.bias", d, 0);
-    L.ln2_gamma = load("output.LayerNorm.weight", d, 0);
-    L.ln2_beta = load("output.LayerNorm.bias", d, 0);
+    L.wo = load(n.attn_out_weight, d, d);
+    L.bo = load(n.attn_out_bias, d, 0);
+    L.ln1_gamma = load(n.ln1_weight, d, 0);
+    L.ln1_beta = load(n.ln1_bias, d, 0);
+    L.w1 = load(n.ffn_in_weight, ff, d);
+    L.b1 = load(n.ffn_in_bias, ff, 0);
+    L.w2 = load(n.ffn_out_weight, d, ff);
+    L.b2 = load(n.ffn_out_bias, d, 0);
+    L.ln2_gamma = load(n.ln2_weight, d, 0);
+    L.ln2_beta = load(n.ln2_bias, d, 0);
     return L;
   }
 

@@ -21,6 +21,9 @@ class DistModel {
  public:
   // `weights` (fp32, kept for the embeddings) must outlive the model. Collective.
   DistModel(const BertWeights& weights, const Partition& p, Communicator& comm) : w_(weights) {
+    require(!weights.projects_embeddings(),
+            concat("dist model: ", weights.config.model_type, "'s embeddings are projected to hidden_size (",
+                   "embedding_size != hidden_size), which the split model does not run (BertModel does)"));
     for (std::size_t l = 0; l < weights.config.num_layers; ++l) {
       const DenseLayer dense = DenseLayer::from_checkpoint(weights.file, weights.config, l);
       layers_.push_back(make_dist_layer(dense, p, comm));
@@ -39,14 +42,10 @@ class DistModel {
   // The input embedding of one sequence (word + position + type, LayerNorm): [len x d] into hidden.
   void embed(const Encoding& e, std::vector<float>& hidden) const {
     const EncoderConfig& c = w_.config;
-    const std::size_t len = checked_sequence_length(e, 0, c.max_position_embeddings);
-    check_token_ids(e, len, c);
+    const std::size_t len = checked_sequence_length(e, 0, c.max_positions());
     hidden.assign(len * c.hidden, 0.0f);
-    for (std::size_t t = 0; t < len; ++t) {
-      std::copy_n(w_.word_embeddings.data() + static_cast<std::size_t>(e.input_ids[t]) * c.hidden, c.hidden,
-                  hidden.data() + t * c.hidden);
-    }
-    add_position_and_type(e, len, c, w_.position_embeddings.data(), w_.token_type_embeddings.data(), hidden.data());
+    embed_tokens(e, len, c, w_.word_embeddings.data(), w_.position_embeddings.data(), w_.token_type_embeddings.data(),
+                 hidden.data());
     layer_norm_rows(hidden.data(), len, c.hidden, c.hidden, w_.embed_ln_gamma.data(), w_.embed_ln_beta.data(),
                     c.layer_norm_eps);
   }

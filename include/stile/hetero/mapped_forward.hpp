@@ -42,6 +42,9 @@ class MappedForward {
   // a format its weights or its processor do not have.
   MappedForward(BertWeights weights, OpMapping mapping, std::vector<Processor*> processors)
       : w_(std::move(weights)), run_(op_graph_of(w_.config), std::move(mapping), std::move(processors)) {
+    require(!w_.projects_embeddings(),
+            concat("mapped forward: ", w_.config.model_type, "'s embeddings are projected to hidden_size (",
+                   "embedding_size != hidden_size), which the mapped forward does not run (BertModel does)"));
     for (const BertLayerWeights& l : w_.layers) views_.push_back(l.view(w_.config));
     for (const LayerView<LinearView>& v : views_) view_ptrs_.push_back(&v);
     const OpGraph& g = run_.graph();
@@ -82,18 +85,13 @@ class MappedForward {
     std::vector<std::size_t> lengths;
     offsets_.assign(1, 0);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      lengths.push_back(checked_sequence_length(batch[i], i, c.max_position_embeddings));
+      lengths.push_back(checked_sequence_length(batch[i], i, c.max_positions()));
       offsets_.push_back(offsets_.back() + lengths.back());
     }
     hidden.assign(offsets_.back() * d, 0.0f);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      float* out = hidden.data() + offsets_[i] * d;
-      check_token_ids(batch[i], lengths[i], c);
-      for (std::size_t t = 0; t < lengths[i]; ++t) {
-        std::copy_n(w_.word_embeddings.data() + static_cast<std::size_t>(batch[i].input_ids[t]) * d, d, out + t * d);
-      }
-      add_position_and_type(batch[i], lengths[i], c, w_.position_embeddings.data(), w_.token_type_embeddings.data(),
-                            out);
+      embed_tokens(batch[i], lengths[i], c, w_.word_embeddings.data(), w_.position_embeddings.data(),
+                   w_.token_type_embeddings.data(), hidden.data() + offsets_[i] * d);
     }
     run_.run(nodes_, {.x = hidden.data(),
                       .seq_offsets = offsets_,

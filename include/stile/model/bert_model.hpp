@@ -1,6 +1,8 @@
 #pragma once
-// The fp32 BERT encoder: token ids in, last hidden states out, for a batch of sequences of
-// different lengths packed back to back, so no work is spent on padding. Pooling helpers turn
+// The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA: one forward, the
+// family's differences read from its description, io/encoder_config.hpp): token ids in, last
+// hidden states out, for a batch of sequences of different lengths packed back to back, so no
+// work is spent on padding. Pooling helpers turn
 // hidden states into sentence embeddings (mean or CLS, then optional L2 normalization).
 #include <algorithm>
 #include <cmath>
@@ -53,11 +55,23 @@ class BertModel {
     }
     const std::size_t tokens = offsets.back();
     OpTimer timer(times);
-    hidden.assign(tokens * d, 0.0f);
-    for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], hidden.data() + offsets[i] * d);
-    if (tokens == 0) return lengths;
-    layer_norm_rows(w_.precision.embedding_layer_norm, hidden.data(), tokens, d, d, w_.embed_ln_gamma.data(),
+    // The embeddings, at their own width (ELECTRA's embedding_size), then projected to hidden.
+    const std::size_t e = c.embedding_dim();
+    std::vector<float> narrow;
+    std::vector<float>& embedded = w_.projects_embeddings() ? narrow : hidden;
+    embedded.assign(tokens * e, 0.0f);
+    for (std::size_t i = 0; i < batch.size(); ++i) embed(batch[i], lengths[i], embedded.data() + offsets[i] * e);
+    if (tokens == 0) {
+      hidden.assign(0, 0.0f);
+      return lengths;
+    }
+    layer_norm_rows(w_.precision.embedding_layer_norm, embedded.data(), tokens, e, e, w_.embed_ln_gamma.data(),
                     w_.embed_ln_beta.data(), c.layer_norm_eps, &threads);
+    if (w_.projects_embeddings()) {
+      hidden.assign(tokens * d, 0.0f);
+      linear(tokens, narrow.data(), e, w_.embeddings_project.view(), hidden.data(), d,
+             epilogue::Bias{.bias = w_.embeddings_project_bias.data()}, &threads);
+    }
     timer.lap(OpKind::kEmbedding);
     EncoderWorkspace ws;
     ws.times = times;
@@ -69,17 +83,12 @@ class BertModel {
 
  private:
   std::size_t real_length(const Encoding& e, std::size_t index) const {
-    return checked_sequence_length(e, index, w_.config.max_position_embeddings);
+    return checked_sequence_length(e, index, w_.config.max_positions());
   }
 
   void embed(const Encoding& e, std::size_t len, float* out) const {
-    const EncoderConfig& c = w_.config;
-    check_token_ids(e, len, c);
-    for (std::size_t t = 0; t < len; ++t) {
-      std::copy_n(w_.word_embeddings.data() + static_cast<std::size_t>(e.input_ids[t]) * c.hidden, c.hidden,
-                  out + t * c.hidden);
-    }
-    add_position_and_type(e, len, c, w_.position_embeddings.data(), w_.token_type_embeddings.data(), out);
+    embed_tokens(e, len, w_.config, w_.word_embeddings.data(), w_.position_embeddings.data(),
+                 w_.token_type_embeddings.data(), out);
   }
 
   BertWeights w_;

@@ -1,17 +1,19 @@
 #pragma once
-// The weights of a BERT encoder, read from a Hugging Face safetensors checkpoint and checked
-// against its config: an fp32 (or F16/BF16) checkpoint, or a quantized one written by `convert
-// --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16 GEMM weights become int8 / fp16
-// weights without a round trip of their values through fp32 when the precision asks for their
-// format (through fp32 when it asks for another: model/stored_linear.hpp). Transformed once at
-// load, never per request:
+// The weights of a BERT-shaped encoder (BERT, DistilBERT, RoBERTa, ELECTRA: io/encoder_config.hpp),
+// read from a Hugging Face safetensors checkpoint by its family's tensor names
+// (io/checkpoint_names.hpp) and checked against its config: an fp32 (or F16/BF16) checkpoint, or a
+// quantized one written by `convert --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16
+// GEMM weights become int8 / fp16 weights without a round trip of their values through fp32 when
+// the precision asks for their format (through fp32 when it asks for another:
+// model/stored_linear.hpp). Transformed once at load, never per request:
 //   * K and V of a layer are stacked into one [2d x d] weight, so one GEMM makes both;
 //   * Q's weight and bias are scaled by 1/sqrt(head_dim), so attention needs no separate scale;
 //   * every GEMM weight is converted to the format its ModelPrecision names (ops/precision.hpp) and
 //     packed into its GEMM's panel layout for the CPU's SIMD target (fp32, fp16 or int8), so no
 //     request transposes or converts a weight.
 // The word-embedding table (the largest tensor of a small BERT) stays in the memory-mapped file:
-// only the rows of a request's tokens are ever touched.
+// only the rows of a request's tokens are ever touched (an F16 / BF16 table is converted to fp32
+// once, at load).
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
@@ -21,8 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "stile/io/encoder_config.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/io/checkpoint_names.hpp"
+#include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/model/stored_linear.hpp"
@@ -77,18 +80,24 @@ struct BertLayerWeights {
 struct BertWeights {
   EncoderConfig config;
   SafetensorsFile file;                      // keeps the word embeddings mapped
-  std::span<const float> word_embeddings;    // [vocab x d], in the mapped file
-  std::vector<float> position_embeddings;    // [max_positions x d]
-  std::vector<float> token_type_embeddings;  // [type_vocab x d]
-  std::vector<float> embed_ln_gamma, embed_ln_beta;
+  std::span<const float> word_embeddings;    // [vocab x e], in the mapped file (e: config.embedding_dim())
+  std::vector<float> word_embeddings_f32;    // the table converted, when the file holds it as F16 / BF16
+  std::vector<float> position_embeddings;    // [max_position_embeddings x e]
+  std::vector<float> token_type_embeddings;  // [type_vocab x e]; empty when the family has none
+  std::vector<float> embed_ln_gamma, embed_ln_beta;  // [e]
+  // ELECTRA's embeddings_project ([d x e], fp32 whatever the precision), when e != d; else empty.
+  LinearWeights embeddings_project;
+  std::vector<float> embeddings_project_bias;  // [d]
   std::vector<BertLayerWeights> layers;
   ModelPrecision precision;
+
+  bool projects_embeddings() const noexcept { return !embeddings_project_bias.empty(); }
 
   // Reads config.json and model.safetensors from model_dir, converting each layer to `precision`
   // (one LayerPrecision per layer, or its uniform one).
   static BertWeights load(const std::filesystem::path& model_dir, const ModelPrecision& precision = {}) {
     EncoderConfig config = read_encoder_config((model_dir / "config.json").string());
-    SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
+    SafetensorsFile file = SafetensorsFile::open(safetensors_checkpoint(model_dir).string());
     return from(std::move(config), std::move(file), precision);
   }
 
@@ -96,13 +105,13 @@ struct BertWeights {
     require(
         precision.layers.empty() || precision.layers.size() == config.num_layers,
         concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers, " layers"));
-    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, precision};
+    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, precision};
     const EncoderConfig& c = w.config;
-    const std::size_t d = c.hidden, ff = c.intermediate;
-    // Checkpoints saved from BertModel have no prefix; from BertFor... heads, "bert.".
-    const std::string prefix = w.file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-    auto tensor = [&](const std::string& name, std::vector<std::size_t> shape) {
-      const std::string full = prefix + name;
+    const std::size_t d = c.hidden, ff = c.intermediate, width = c.embedding_dim();
+    // The family's tensor names (io/checkpoint_names.hpp); BERT's prefix is "bert." from a
+    // BertFor... head, none from BertModel.
+    const CheckpointNames names = CheckpointNames::of(c, w.file);
+    auto tensor = [&](const std::string& full, std::vector<std::size_t> shape) {
       const TensorInfo& t = w.file.tensor(full);
       bool same = t.shape.size() == shape.size();
       for (std::size_t i = 0; same && i < shape.size(); ++i) same = t.shape[i] == static_cast<std::int64_t>(shape[i]);
@@ -120,7 +129,7 @@ struct BertWeights {
     // stays int8, any other pair goes through fp32); a weight the format cannot hold, or a bad
     // quantized one, is an error naming the file and the tensor.
     auto stored = [&](const std::string& name, std::size_t rows, std::size_t cols) {
-      return read_stored_linear(w.file, prefix + name, rows, cols);
+      return read_stored_linear(w.file, name, rows, cols);
     };
     auto convert = [&](const StoredLinear& weight, LinearFormat format) {
       try {
@@ -131,23 +140,34 @@ struct BertWeights {
         fail_in_file(w.file.path(), without_prefix(what));
       }
     };
-    w.word_embeddings = w.file.f32_span(tensor("embeddings.word_embeddings.weight", {c.vocab_size, d}));
-    w.position_embeddings = load("embeddings.position_embeddings.weight", {c.max_position_embeddings, d});
-    w.token_type_embeddings = load("embeddings.token_type_embeddings.weight", {c.type_vocab_size, d});
-    w.embed_ln_gamma = load("embeddings.LayerNorm.weight", {d});
-    w.embed_ln_beta = load("embeddings.LayerNorm.bias", {d});
+    // An F32 table is read in place; an F16 / BF16 one (a half-precision checkpoint) is converted once.
+    if (const std::string word = tensor(names.word, {c.vocab_size, width}); w.file.tensor(word).dtype == DType::F32) {
+      w.word_embeddings = w.file.f32_span(word);
+    } else {
+      w.word_embeddings_f32 = w.file.to_f32(word);
+      w.word_embeddings = w.word_embeddings_f32;
+    }
+    w.position_embeddings = load(names.position, {c.max_position_embeddings, width});
+    if (!names.token_type.empty()) w.token_type_embeddings = load(names.token_type, {c.type_vocab_size, width});
+    w.embed_ln_gamma = load(names.embed_ln_weight, {width});
+    w.embed_ln_beta = load(names.embed_ln_bias, {width});
+    if (!names.project_weight.empty()) {
+      w.embeddings_project = convert(stored(names.project_weight, d, width), LinearFormat::kF32);
+      w.embeddings_project_bias = load(names.project_bias, {d});
+    }
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
     for (std::size_t l = 0; l < c.num_layers; ++l) {
-      const std::string p = "encoder.layer." + std::to_string(l) + ".";
+      const LayerTensorNames n = names.layer(l);
       BertLayerWeights L;
       const LayerPrecision& lp = precision.layer(l);
       L.ops = lp.ops;
       std::vector<StoredLinear> qkv;
       L.qkv_bias.reserve(3 * d);
-      for (const char* part : {"query", "key", "value"}) {
-        qkv.push_back(stored(p + "attention.self." + part + ".weight", d, d));
-        std::vector<float> bs = load(p + "attention.self." + part + ".bias", {d});
-        if (part[0] == 'q') {
+      for (const auto& [weight, bias] : {std::pair{&n.q_weight, &n.q_bias}, std::pair{&n.k_weight, &n.k_bias},
+                                         std::pair{&n.v_weight, &n.v_bias}}) {
+        qkv.push_back(stored(*weight, d, d));
+        std::vector<float> bs = load(*bias, {d});
+        if (weight == &n.q_weight) {
           qkv.back().scale_by(q_scale);
           for (float& x : bs) x *= q_scale;
         }
@@ -156,18 +176,18 @@ struct BertWeights {
       const LinearFormat qkv_format = lp.format(LinearOp::kQkv);
       L.q = convert(qkv[0], qkv_format);
       StoredLinear kv = stack_rows(std::move(qkv[1]), std::move(qkv[2]));
-      kv.name = prefix + p + "attention.self.key/value.weight";
+      kv.name = n.kv_weight;
       L.kv = convert(kv, qkv_format);
-      L.attn_out = convert(stored(p + "attention.output.dense.weight", d, d), lp.format(LinearOp::kAttnOut));
-      L.attn_out_bias = load(p + "attention.output.dense.bias", {d});
-      L.ln1_gamma = load(p + "attention.output.LayerNorm.weight", {d});
-      L.ln1_beta = load(p + "attention.output.LayerNorm.bias", {d});
-      L.ffn1 = convert(stored(p + "intermediate.dense.weight", ff, d), lp.format(LinearOp::kFfnIn));
-      L.ffn1_bias = load(p + "intermediate.dense.bias", {ff});
-      L.ffn2 = convert(stored(p + "output.dense.weight", d, ff), lp.format(LinearOp::kFfnOut));
-      L.ffn2_bias = load(p + "output.dense.bias", {d});
-      L.ln2_gamma = load(p + "output.LayerNorm.weight", {d});
-      L.ln2_beta = load(p + "output.LayerNorm.bias", {d});
+      L.attn_out = convert(stored(n.attn_out_weight, d, d), lp.format(LinearOp::kAttnOut));
+      L.attn_out_bias = load(n.attn_out_bias, {d});
+      L.ln1_gamma = load(n.ln1_weight, {d});
+      L.ln1_beta = load(n.ln1_bias, {d});
+      L.ffn1 = convert(stored(n.ffn_in_weight, ff, d), lp.format(LinearOp::kFfnIn));
+      L.ffn1_bias = load(n.ffn_in_bias, {ff});
+      L.ffn2 = convert(stored(n.ffn_out_weight, d, ff), lp.format(LinearOp::kFfnOut));
+      L.ffn2_bias = load(n.ffn_out_bias, {d});
+      L.ln2_gamma = load(n.ln2_weight, {d});
+      L.ln2_beta = load(n.ln2_bias, {d});
       w.layers.push_back(std::move(L));
     }
     return w;

@@ -1,7 +1,8 @@
 #pragma once
-// `convert --checkpoint`: a float BERT checkpoint directory -> a Hugging Face-style directory whose
-// model.safetensors stores every encoder layer's GEMM weights (query, key, value,
-// attention.output.dense, intermediate.dense, output.dense .weight) as F16, or as I8 with F32
+// `convert --checkpoint`: a float checkpoint directory of a BERT-shaped encoder (any family
+// io/checkpoint_names.hpp names) -> a Hugging Face-style directory whose model.safetensors stores
+// every encoder layer's GEMM weights (BERT's query, key, value, attention.output.dense,
+// intermediate.dense, output.dense .weight; another family's equivalents) as F16, or as I8 with F32
 // `_scale` and I32 `_zero_point` companions (docs/quantized_checkpoint.md); every other tensor (embeddings,
 // biases, LayerNorms, anything else the file holds) is copied unchanged, and so is every other file
 // of the directory (config.json, vocab.txt, tokenizer and sentence-transformers files), so that
@@ -34,6 +35,7 @@
 
 #include "stile/core/file_error.hpp"
 #include "stile/core/half.hpp"
+#include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
 #include "stile/io/safetensors_writer.hpp"
@@ -108,7 +110,7 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
 // The tensors of the converted file (everything but the converted weights copied as they are).
 inline std::vector<TensorToWrite> converted_tensors(const SafetensorsFile& file, const EncoderConfig& c,
                                                     LinearFormat format, Int8Scheme scheme, std::size_t& converted) {
-  const std::string prefix = file.find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  const CheckpointNames names = CheckpointNames::of(c, file);  // the family's (io/checkpoint_names.hpp)
   const std::size_t d = c.hidden, ff = c.intermediate;
   std::vector<TensorToWrite> out;
   std::set<std::string> done;
@@ -120,15 +122,12 @@ inline std::vector<TensorToWrite> converted_tensors(const SafetensorsFile& file,
     return w.dense;
   };
   for (std::size_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = concat(prefix, "encoder.layer.", l, ".");
-    const std::string q = p + "attention.self.query.weight", k = p + "attention.self.key.weight",
-                      v = p + "attention.self.value.weight";
+    const LayerTensorNames n = names.layer(l);
+    const std::string &q = n.q_weight, &k = n.k_weight, &v = n.v_weight;
     const struct {
       std::string name;
       std::size_t rows, cols;
-    } others[] = {{p + "attention.output.dense.weight", d, d},
-                  {p + "intermediate.dense.weight", ff, d},
-                  {p + "output.dense.weight", d, ff}};
+    } others[] = {{n.attn_out_weight, d, d}, {n.ffn_in_weight, ff, d}, {n.ffn_out_weight, d, ff}};
     if (format == LinearFormat::kF16) {
       for (const std::string& name : {q, k, v}) add_f16(out, name, dense(name, d, d), d, d);
       for (const auto& o : others) add_f16(out, o.name, dense(o.name, o.rows, o.cols), o.rows, o.cols);
@@ -175,7 +174,7 @@ inline QuantizedCheckpointReport write_quantized_checkpoint(const std::filesyste
     fail_in_file(out_dir.string(), "already exists (the output directory must be new)");
   }
   const EncoderConfig config = read_encoder_config((model_dir / "config.json").string());
-  const SafetensorsFile source = SafetensorsFile::open((model_dir / "model.safetensors").string());
+  const SafetensorsFile source = SafetensorsFile::open(safetensors_checkpoint(model_dir).string());
 
   const fs::path tmp = out_dir.parent_path() / concat(".", out_dir.filename().string(), ".tmp-", ::getpid());
   struct Cleanup {

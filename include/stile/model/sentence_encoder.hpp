@@ -25,7 +25,8 @@
 //                              is tokenizer_config.json's; false for all-MiniLM-L6-v2, whose
 //                              tokenizer lower-cases anyway; with a tokenizer.json it is refused:
 //                              stile does not lower-case text outside the tokenizer). Missing:
-//                              max_position_embeddings, no extra lower-casing.
+//                              the model's positions (max_position_embeddings less RoBERTa's
+//                              offset), no extra lower-casing.
 //   <pooling>/config.json      pooling_mode_mean_tokens or pooling_mode_cls_token, exactly one
 //                              (newer files may say "pooling_mode": "mean" | "cls"). Other modes
 //                              (max, mean_sqrt_len, weightedmean, lasttoken, or several at once)
@@ -236,7 +237,7 @@ struct SentenceBertSettings {
 
 inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, const EncoderConfig& config) {
   const fs::path file = bert_dir / kSentenceBertConfigFile;
-  SentenceBertSettings settings{config.max_position_embeddings, false};
+  SentenceBertSettings settings{config.max_positions(), false};
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
   if (!root) return settings;
   if (!root->is_object()) fail(file, "is not a JSON object");
@@ -245,9 +246,14 @@ inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, 
     const auto value = max->get<std::uint64_t>();
     if (value < 2) fail(file, "max_seq_length ", value, " leaves no room for [CLS] and [SEP] (>= 2)");
     // Position embeddings end there: a longer sequence has no position to take.
-    if (value > config.max_position_embeddings) {
-      fail(file, "max_seq_length ", value, " is larger than the model's max_position_embeddings ",
-           config.max_position_embeddings);
+    if (value > config.max_positions()) {
+      if (config.position_offset == 0) {
+        fail(file, "max_seq_length ", value, " is larger than the model's max_position_embeddings ",
+             config.max_position_embeddings);
+      }
+      fail(file, "max_seq_length ", value, " is larger than the model's ", config.max_positions(),
+           " positions (max_position_embeddings ", config.max_position_embeddings, " less the offset ",
+           config.position_offset, ")");
     }
     settings.max_seq_length = static_cast<std::size_t>(value);
   }
@@ -286,8 +292,8 @@ class SentenceEncoder {
       : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config) {
     require(tokenizer_.vocab_size() <= model_.config().vocab_size,
             "SentenceEncoder: the vocabulary has more tokens than the model's embedding table");
-    require(config_.max_seq_length >= 2 && config_.max_seq_length <= model_.config().max_position_embeddings,
-            "SentenceEncoder: max_seq_length must be in [2, max_position_embeddings]");
+    require(config_.max_seq_length >= 2 && config_.max_seq_length <= model_.config().max_positions(),
+            "SentenceEncoder: max_seq_length must be in [2, the model's positions]");
   }
 
   // Reads a sentence-transformers model directory (see the top of this file); the encoder runs in

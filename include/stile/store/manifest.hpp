@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stile/core/file_error.hpp"
+#include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/io/json_fields.hpp"
 #include "stile/io/strict_json.hpp"
@@ -313,6 +314,7 @@ inline ShardStoreManifest parse_manifest(std::string_view text, const ShardStore
   // its limit (so no size computed from them overflows), heads dividing the hidden size.
   m.config = parse_encoder_config(m.config_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                                concat(file, ": manifest \"config\""));
+  require_bert_family(m.config, concat(file, ": manifest \"config\""), "the shard store");
   const EncoderConfig& c = m.config;
 
   const std::uint64_t shards = u64_member(root, "shards_per_layer", top, file);

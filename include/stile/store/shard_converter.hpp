@@ -20,6 +20,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/error.hpp"
+#include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/core/file_error.hpp"
 #include "stile/io/safetensors.hpp"
@@ -166,8 +167,10 @@ inline ConvertReport convert_checkpoint(const std::filesystem::path& model_dir, 
   const std::filesystem::path config_path = model_dir / "config.json";
   const std::string config_text = read_text(config_path, "model config");
   const EncoderConfig c = parse_encoder_config(config_text, config_path.string());
+  // The store's embeddings and layer cut are BERT's (positions from 0, token types, hidden-wide).
+  require_bert_family(c, config_path.string(), "convert (the shard store)");
   const std::string vocab_text = read_text(model_dir / "vocab.txt", "vocabulary");
-  const SafetensorsFile file = SafetensorsFile::open((model_dir / "model.safetensors").string());
+  const SafetensorsFile file = SafetensorsFile::open(safetensors_checkpoint(model_dir).string());
   const std::size_t M = options.shards == 0 ? c.num_heads : options.shards;
   const ShardShape shape = ShardShape::of(c, M);
   std::vector<unsigned> bits = options.bits;

@@ -30,6 +30,7 @@
 
 #include "stile/core/aligned_buffer.hpp"
 #include "stile/core/file_error.hpp"
+#include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/quant/lowrank_table.hpp"
 #include "stile/quant/packed_layout.hpp"
@@ -89,6 +90,7 @@ class ShardStoreWriter {
     } catch (const nlohmann::json::exception& e) {
       fail(name_, "config.json: ", e.what());
     }
+    require_bert_family(m_.config, concat(name_, ": config.json"), "the shard store");
     const EncoderConfig& c = m_.config;
     if (shards_per_layer == 0 || c.num_heads % shards_per_layer != 0 || c.intermediate % shards_per_layer != 0) {
       fail(name_, shards_per_layer, " shards per layer do not divide the model's ", c.num_heads,

@@ -1,0 +1,122 @@
+#pragma once
+// The tensor names of an encoder family's Hugging Face checkpoint: one table every reader of a
+// checkpoint's tensors takes its names from, so a family is added here once. A checkpoint saved
+// from the bare model has no prefix; one saved from a model with a head (BertForMaskedLM,
+// ElectraForPreTraining, ...) puts the encoder under its base_model_prefix ("bert.", "roberta.",
+// ...), which is found by the word-embedding table's name.
+//
+//   family       prefix                    layer l
+//   bert         bert.                     encoder.layer.l.attention.self.{query,key,value},
+//   roberta      roberta., camembert.      attention.output.{dense,LayerNorm}, intermediate.dense,
+//   electra      electra.                  output.{dense,LayerNorm}
+//   distilbert   distilbert.               transformer.layer.l.attention.{q,k,v,out}_lin,
+//                                          sa_layer_norm, ffn.lin1, ffn.lin2, output_layer_norm
+// Embeddings: embeddings.{word,position,token_type}_embeddings and embeddings.LayerNorm
+// (DistilBERT: no token types); ELECTRA also embeddings_project when embedding_size != hidden_size.
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+
+#include "stile/core/file_error.hpp"
+#include "stile/io/encoder_config.hpp"
+#include "stile/io/safetensors.hpp"
+
+namespace stile {
+
+// The full names (prefix included) of one layer's tensors.
+struct LayerTensorNames {
+  std::string q_weight, q_bias, k_weight, k_bias, v_weight, v_bias;
+  std::string kv_weight;  // K and V stacked into one matrix, as errors name it
+  std::string attn_out_weight, attn_out_bias, ln1_weight, ln1_bias;
+  std::string ffn_in_weight, ffn_in_bias, ffn_out_weight, ffn_out_bias, ln2_weight, ln2_bias;
+};
+
+struct CheckpointNames {
+  EncoderFamily family = EncoderFamily::kBert;
+  std::string prefix;                      // "" or the base model's prefix, "bert." say
+  std::string word, position, token_type;  // token_type: "" when the family has none
+  std::string embed_ln_weight, embed_ln_bias;
+  std::string project_weight, project_bias;  // "" unless ELECTRA projects its embeddings
+
+  // The names in `file` of a checkpoint of config `c`.
+  static CheckpointNames of(const EncoderConfig& c, const SafetensorsFile& file) {
+    CheckpointNames n;
+    n.family = c.family;
+    // The base model's prefix a checkpoint with a head puts the encoder under.
+    static constexpr const char *kBert[] = {"bert."}, *kDistilBert[] = {"distilbert."},
+                                *kRoberta[] = {"roberta.", "camembert.", "xlm_roberta."}, *kElectra[] = {"electra."};
+    std::span<const char* const> prefixes = kBert;
+    if (c.family == EncoderFamily::kDistilBert) prefixes = kDistilBert;
+    if (c.family == EncoderFamily::kRoberta) prefixes = kRoberta;
+    if (c.family == EncoderFamily::kElectra) prefixes = kElectra;
+    for (const char* p : prefixes) {
+      if (file.find(std::string(p) + "embeddings.word_embeddings.weight") != nullptr) {
+        n.prefix = p;
+        break;
+      }
+    }
+    const std::string e = n.prefix + "embeddings.";
+    n.word = e + "word_embeddings.weight";
+    n.position = e + "position_embeddings.weight";
+    if (c.family != EncoderFamily::kDistilBert) n.token_type = e + "token_type_embeddings.weight";
+    n.embed_ln_weight = e + "LayerNorm.weight";
+    n.embed_ln_bias = e + "LayerNorm.bias";
+    if (c.family == EncoderFamily::kElectra && c.embedding_dim() != c.hidden) {
+      n.project_weight = n.prefix + "embeddings_project.weight";
+      n.project_bias = n.prefix + "embeddings_project.bias";
+    }
+    return n;
+  }
+
+  LayerTensorNames layer(std::size_t l) const {
+    LayerTensorNames t;
+    if (family == EncoderFamily::kDistilBert) {
+      const std::string p = prefix + "transformer.layer." + std::to_string(l) + ".";
+      t.q_weight = p + "attention.q_lin.weight", t.q_bias = p + "attention.q_lin.bias";
+      t.k_weight = p + "attention.k_lin.weight", t.k_bias = p + "attention.k_lin.bias";
+      t.v_weight = p + "attention.v_lin.weight", t.v_bias = p + "attention.v_lin.bias";
+      t.kv_weight = p + "attention.k_lin/v_lin.weight";
+      t.attn_out_weight = p + "attention.out_lin.weight", t.attn_out_bias = p + "attention.out_lin.bias";
+      t.ln1_weight = p + "sa_layer_norm.weight", t.ln1_bias = p + "sa_layer_norm.bias";
+      t.ffn_in_weight = p + "ffn.lin1.weight", t.ffn_in_bias = p + "ffn.lin1.bias";
+      t.ffn_out_weight = p + "ffn.lin2.weight", t.ffn_out_bias = p + "ffn.lin2.bias";
+      t.ln2_weight = p + "output_layer_norm.weight", t.ln2_bias = p + "output_layer_norm.bias";
+      return t;
+    }
+    const std::string p = prefix + "encoder.layer." + std::to_string(l) + ".";
+    t.q_weight = p + "attention.self.query.weight", t.q_bias = p + "attention.self.query.bias";
+    t.k_weight = p + "attention.self.key.weight", t.k_bias = p + "attention.self.key.bias";
+    t.v_weight = p + "attention.self.value.weight", t.v_bias = p + "attention.self.value.bias";
+    t.kv_weight = p + "attention.self.key/value.weight";
+    t.attn_out_weight = p + "attention.output.dense.weight", t.attn_out_bias = p + "attention.output.dense.bias";
+    t.ln1_weight = p + "attention.output.LayerNorm.weight", t.ln1_bias = p + "attention.output.LayerNorm.bias";
+    t.ffn_in_weight = p + "intermediate.dense.weight", t.ffn_in_bias = p + "intermediate.dense.bias";
+    t.ffn_out_weight = p + "output.dense.weight", t.ffn_out_bias = p + "output.dense.bias";
+    t.ln2_weight = p + "output.LayerNorm.weight", t.ln2_bias = p + "output.LayerNorm.bias";
+    return t;
+  }
+};
+
+// model_dir's model.safetensors; when the directory has only a PyTorch pickle (pytorch_model.bin),
+// an error saying that only safetensors is read.
+inline std::filesystem::path safetensors_checkpoint(const std::filesystem::path& model_dir) {
+  const std::filesystem::path file = model_dir / "model.safetensors";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec) && std::filesystem::exists(model_dir / "pytorch_model.bin", ec)) {
+    fail_in_file((model_dir / "pytorch_model.bin").string(),
+                 "only model.safetensors is read, not a PyTorch pickle (save the model with save_pretrained("
+                 "safe_serialization=True), or convert it to safetensors)");
+  }
+  return file;
+}
+
+// A reader that runs BERT checkpoints only refuses another family by name ("what": the reader).
+inline void require_bert_family(const EncoderConfig& c, std::string_view file, std::string_view what) {
+  if (c.family != EncoderFamily::kBert) {
+    fail_in_file(file, "model_type \"", c.model_type, "\" is not supported by ", what,
+                 " (BERT only; the in-memory model, stile::BertModel, runs ", c.model_type, ")");
+  }
+}
+
+}  // namespace stile
