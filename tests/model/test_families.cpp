@@ -1,0 +1,352 @@
+// The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA)
+// against transformers: small random-weight models and their last hidden states in
+// data/families/<family> (scripts/make_family_goldens.py), loaded as a user loads a model directory
+// (BertModel::load, the tokenizer.json beside it, SentenceEncoder::load), in fp32 and in each
+// number-format preset. Then what a bad description or checkpoint must give: an error naming the
+// file and the field.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stile/io/encoder_config.hpp"
+#include "stile/model/bert_model.hpp"
+#include "stile/model/sentence_encoder.hpp"
+#include "stile/ops/precision.hpp"
+#include "stile/store/shard_converter.hpp"
+#include "stile/text/tokenizer.hpp"
+#include "support/error_of.hpp"
+#include "support/row_cosine.hpp"
+#include "support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+const fs::path kFamilies = fs::path(STILE_TEST_DATA_DIR) / "families";
+const std::vector<std::string> kFamilyDirs = {"bert", "distilbert", "electra", "roberta", "camembert", "xlm-roberta"};
+
+// A float32 forward that sums in another order than PyTorch's: max |d| within this times the
+// larger of 1 and the golden's largest value.
+constexpr double kRelativeTolerance = 1e-5;
+
+struct GoldenCase {
+  std::string text;
+  std::vector<std::int32_t> ids, type_ids;
+  std::size_t first_row = 0;
+};
+
+struct Golden {
+  std::string family;
+  std::size_t hidden = 0;
+  std::vector<GoldenCase> cases;
+  std::vector<float> rows;  // [all cases' tokens x hidden]
+  double max_abs = 0;
+
+  static Golden load(const fs::path& dir) {
+    std::ifstream in(dir / "golden.json", std::ios::binary);
+    REQUIRE(in);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    Golden g;
+    g.family = j.at("family").get<std::string>();
+    g.hidden = j.at("hidden").get<std::size_t>();
+    const std::size_t n_rows = j.at("rows").get<std::size_t>();
+    for (const nlohmann::json& c : j.at("cases")) {
+      g.cases.push_back({c.at("text").get<std::string>(), c.at("ids").get<std::vector<std::int32_t>>(),
+                         c.at("type_ids").get<std::vector<std::int32_t>>(), c.at("first_row").get<std::size_t>()});
+    }
+    std::ifstream bin(dir / "golden.f32", std::ios::binary);
+    REQUIRE(bin);
+    g.rows.resize(n_rows * g.hidden);
+    bin.read(reinterpret_cast<char*>(g.rows.data()), static_cast<std::streamsize>(g.rows.size() * sizeof(float)));
+    REQUIRE(bin.gcount() == static_cast<std::streamsize>(g.rows.size() * sizeof(float)));
+    REQUIRE(bin.peek() == std::char_traits<char>::eof());
+    for (float v : g.rows) g.max_abs = std::max(g.max_abs, static_cast<double>(std::abs(v)));
+    return g;
+  }
+};
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+// The golden cases tokenized by the directory's tokenizer.json (ids and types checked against the
+// reference's).
+std::vector<stile::Encoding> tokenize(const fs::path& dir, const Golden& g) {
+  const stile::Tokenizer tokenizer = stile::Tokenizer::from_file(dir / "tokenizer.json");
+  std::vector<stile::Encoding> batch;
+  for (const GoldenCase& c : g.cases) {
+    stile::Encoding e = tokenizer.encode(c.text);
+    INFO(g.family << ": " << c.text);
+    REQUIRE(e.input_ids == c.ids);
+    REQUIRE(e.token_type_ids == c.type_ids);
+    batch.push_back(std::move(e));
+  }
+  return batch;
+}
+
+void print_figure(const std::string& family, const std::string& preset, double diff, double cosine) {
+  std::printf("families: %-11s %-5s max |d| %.3g, min row cosine %.7f\n", family.c_str(), preset.c_str(), diff, cosine);
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary);
+  out << text;
+}
+
+// A copy of a family's directory whose config.json has `edit` applied.
+template <class Edit>
+void copy_with_config(const std::string& family, const fs::path& to, Edit edit) {
+  fs::copy(kFamilies / family, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(read_text(to / "config.json"));
+  edit(config);
+  write_text(to / "config.json", config.dump(1));
+}
+
+}  // namespace
+
+TEST_CASE("families: each family's last hidden states equal transformers' (fp32)", "[model][families]") {
+  for (const std::string& family : kFamilyDirs) {
+    DYNAMIC_SECTION(family) {
+      const fs::path dir = kFamilies / family;
+      const Golden g = Golden::load(dir);
+      const stile::BertModel model = stile::BertModel::load(dir);
+      CHECK(model.config().hidden == g.hidden);
+      const std::vector<stile::Encoding> batch = tokenize(dir, g);
+      // All cases in one packed batch, and each alone: both equal the reference's single runs.
+      std::vector<float> hidden;
+      const std::vector<std::size_t> lengths = model.encode(batch, hidden);
+      REQUIRE(lengths.size() == g.cases.size());
+      const double tolerance = kRelativeTolerance * std::max(1.0, g.max_abs);
+      const double diff = max_abs_diff(hidden, g.rows);
+      print_figure(family, "fp32", diff, stile_test::min_row_cosine(hidden, g.rows, g.hidden));
+      CHECK(diff <= tolerance);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        std::vector<float> one;
+        model.encode(std::span(&batch[i], 1), one);
+        const std::vector<float> want(
+            g.rows.begin() + static_cast<std::ptrdiff_t>(g.cases[i].first_row * g.hidden),
+            g.rows.begin() + static_cast<std::ptrdiff_t>(g.cases[i].first_row * g.hidden + one.size()));
+        INFO(g.cases[i].text);
+        CHECK(max_abs_diff(one, want) <= tolerance);
+      }
+    }
+  }
+}
+
+TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "[model][families]") {
+  for (const std::string& family : {std::string("roberta"), std::string("distilbert")}) {
+    DYNAMIC_SECTION(family) {
+      const fs::path dir = kFamilies / family;
+      const Golden g = Golden::load(dir);
+      const stile::BertModel model = stile::BertModel::load(dir);
+      std::vector<stile::Encoding> batch = tokenize(dir, g);
+      std::vector<float> want, got;
+      model.encode(batch, want);
+      std::size_t longest = 0;
+      for (const stile::Encoding& e : batch) longest = std::max(longest, e.input_ids.size());
+      const std::int32_t pad = family == "roberta" ? 1 : 0;  // the padding token a tokenizer appends
+      for (stile::Encoding& e : batch) {
+        e.attention_mask.assign(e.input_ids.size(), 1);
+        e.attention_mask.resize(longest, 0);
+        e.input_ids.resize(longest, pad);
+        e.token_type_ids.resize(longest, 0);
+      }
+      model.encode(batch, got);
+      CHECK(max_abs_diff(got, want) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("families: each number-format preset within its tolerance of transformers", "[model][families]") {
+  // The floors of test_precision.cpp's presets (fp16 weights round at 2^-11; int8 at about 1/127
+  // of a channel's largest weight; I-BERT's integer operators add their own rounding). The
+  // checkpoints hold fp16-exact weights, so fp16 here is the fp32 model read through the fp16 GEMM.
+  const std::vector<std::pair<std::string, double>> floors{{"fp16", 0.99999}, {"int8", 0.995}, {"ibert", 0.99}};
+  for (const std::string& family : kFamilyDirs) {
+    for (const auto& [preset, floor] : floors) {
+      DYNAMIC_SECTION(family << " " << preset) {
+        const fs::path dir = kFamilies / family;
+        const Golden g = Golden::load(dir);
+        const stile::BertModel model = stile::BertModel::load(dir, stile::precision_preset(preset));
+        std::vector<float> hidden;
+        model.encode(tokenize(dir, g), hidden);
+        const double cosine = stile_test::min_row_cosine(hidden, g.rows, g.hidden);
+        print_figure(family, preset, max_abs_diff(hidden, g.rows), cosine);
+        CHECK(cosine > floor);
+      }
+    }
+  }
+}
+
+TEST_CASE("families: SentenceEncoder::load runs each family's directory (mean pooling)", "[model][families]") {
+  for (const std::string& family : kFamilyDirs) {
+    DYNAMIC_SECTION(family) {
+      const fs::path dir = kFamilies / family;
+      const Golden g = Golden::load(dir);
+      const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(dir);
+      const stile::EncoderConfig& c = encoder.model().config();
+      // The usable positions: RoBERTa's table starts after its padding index.
+      CHECK(encoder.config().max_seq_length == c.max_positions());
+      CHECK(c.max_positions() == 128);
+      const double tolerance = kRelativeTolerance * std::max(1.0, g.max_abs);
+      for (const GoldenCase& gc : g.cases) {
+        const std::vector<float> got = encoder.embed(gc.text);
+        std::vector<double> mean(g.hidden, 0.0);
+        for (std::size_t t = 0; t < gc.ids.size(); ++t) {
+          for (std::size_t k = 0; k < g.hidden; ++k) mean[k] += g.rows[(gc.first_row + t) * g.hidden + k];
+        }
+        double diff = 0;
+        for (std::size_t k = 0; k < g.hidden; ++k) {
+          diff = std::max(diff, std::abs(got[k] - mean[k] / static_cast<double>(gc.ids.size())));
+        }
+        INFO(gc.text);
+        CHECK(diff <= tolerance);
+      }
+    }
+  }
+}
+
+TEST_CASE("families: the description read from each config.json", "[model][families][config]") {
+  const auto config = [](const std::string& family) {
+    return stile::read_encoder_config((kFamilies / family / "config.json").string());
+  };
+  const stile::EncoderConfig bert = config("bert");
+  CHECK(bert.family == stile::EncoderFamily::kBert);
+  CHECK(bert.position_offset == 0);
+  CHECK(bert.type_vocab_size == 2);
+  CHECK(bert.embedding_dim() == 64);
+  const stile::EncoderConfig distil = config("distilbert");
+  CHECK(distil.family == stile::EncoderFamily::kDistilBert);
+  CHECK((distil.hidden == 64 && distil.num_layers == 2 && distil.num_heads == 4 && distil.intermediate == 128));
+  CHECK(distil.type_vocab_size == 0);
+  CHECK(distil.layer_norm_eps == 1e-12f);
+  for (const std::string family : {"roberta", "camembert", "xlm-roberta"}) {
+    const stile::EncoderConfig c = config(family);
+    CHECK(c.family == stile::EncoderFamily::kRoberta);
+    CHECK(c.model_type == family);
+    CHECK(c.position_offset == 2);  // pad_token_id 1, + 1
+    CHECK(c.max_positions() == c.max_position_embeddings - 2);
+  }
+  const stile::EncoderConfig electra = config("electra");
+  CHECK(electra.family == stile::EncoderFamily::kElectra);
+  CHECK(electra.embedding_dim() == 32);
+  CHECK(electra.hidden == 64);
+
+  // Without model_type, the class in "architectures" names the family; without both, BERT.
+  nlohmann::json j = nlohmann::json::parse(read_text(kFamilies / "roberta" / "config.json"));
+  j.erase("model_type");
+  j["architectures"] = {"XLMRobertaForMaskedLM"};
+  CHECK(stile::parse_encoder_config(j.dump(), "x/config.json").family == stile::EncoderFamily::kRoberta);
+  j["architectures"] = {"RobertaPreLayerNormForMaskedLM"};
+  CHECK_THAT(stile_test::error_of([&] { (void)stile::parse_encoder_config(j.dump(), "x/config.json"); }),
+             Contains("x/config.json") && Contains("RobertaPreLayerNormForMaskedLM") && Contains("architectures"));
+  j.erase("architectures");
+  CHECK(stile::parse_encoder_config(j.dump(), "x/config.json").family == stile::EncoderFamily::kBert);
+}
+
+TEST_CASE("families: an unsupported model_type is refused naming the file and the field", "[model][families]") {
+  const stile_test::TempDir tmp("families_type");
+  for (const std::string type : {"deberta-v2", "mpnet", "modernbert", "albert", "roberta-prelayernorm"}) {
+    DYNAMIC_SECTION(type) {
+      const fs::path dir = tmp.path / type;
+      copy_with_config("bert", dir, [&](nlohmann::json& c) { c["model_type"] = type; });
+      REQUIRE_THROWS_WITH(stile::BertModel::load(dir),
+                          Contains((dir / "config.json").string()) &&
+                              Contains("model_type \"" + type +
+                                       "\" is not supported (supported: bert, distilbert, roberta, xlm-roberta, "
+                                       "camembert, electra)"));
+    }
+  }
+}
+
+TEST_CASE("families: a RoBERTa position table shorter than its offset + 1 is refused", "[model][families]") {
+  const stile_test::TempDir tmp("families_positions");
+  const fs::path dir = tmp.path / "short";
+  copy_with_config("roberta", dir, [](nlohmann::json& c) { c["max_position_embeddings"] = 2; });
+  REQUIRE_THROWS_WITH(stile::BertModel::load(dir), Contains((dir / "config.json").string()) &&
+                                                       Contains("max_position_embeddings 2 leaves no position") &&
+                                                       Contains("pad_token_id + 1 = 2"));
+  // One row past the offset is a model of one token; longer sequences are refused by name.
+  const fs::path one = tmp.path / "one";
+  copy_with_config("roberta", one, [](nlohmann::json& c) { c["max_position_embeddings"] = 3; });
+  CHECK_THAT(stile_test::error_of([&] { stile::BertModel::load(one); }),
+             Contains("position_embeddings.weight") && Contains("wrong shape"));
+}
+
+TEST_CASE("families: a missing tensor is refused naming the file and the tensor", "[model][families]") {
+  const stile_test::TempDir tmp("families_tensor");
+  const fs::path dir = tmp.path / "distilbert";
+  copy_with_config("distilbert", dir, [](nlohmann::json&) {});
+  // Rename one tensor in the header (same length, so the file stays valid).
+  std::string bytes = read_text(dir / "model.safetensors");
+  const std::string name = "distilbert.transformer.layer.1.ffn.lin2.weight";
+  const std::size_t at = bytes.find(name);
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, name.size(), "distilbert.transformer.layer.1.ffn.lin2.WEIGHT");
+  write_text(dir / "model.safetensors", bytes);
+  REQUIRE_THROWS_WITH(stile::BertModel::load(dir),
+                      Contains((dir / "model.safetensors").string()) && Contains("has no tensor") && Contains(name));
+
+  // ELECTRA without its embeddings_project.
+  const fs::path electra = tmp.path / "electra";
+  copy_with_config("electra", electra, [](nlohmann::json&) {});
+  bytes = read_text(electra / "model.safetensors");
+  const std::string project = "electra.embeddings_project.weight";
+  REQUIRE(bytes.find(project) != std::string::npos);
+  bytes.replace(bytes.find(project), project.size(), "electra.embeddings_PROJECT.weight");
+  write_text(electra / "model.safetensors", bytes);
+  REQUIRE_THROWS_WITH(stile::BertModel::load(electra), Contains("has no tensor") && Contains(project));
+}
+
+TEST_CASE("families: DistilBERT given token types is refused naming the field", "[model][families]") {
+  const fs::path dir = kFamilies / "distilbert";
+  const stile::BertModel model = stile::BertModel::load(dir);
+  stile::Encoding e = stile::Tokenizer::from_file(dir / "tokenizer.json").encode_pair("a film", "about films");
+  REQUIRE(std::find(e.token_type_ids.begin(), e.token_type_ids.end(), 1) != e.token_type_ids.end());
+  std::vector<float> hidden;
+  REQUIRE_THROWS_WITH(model.encode(std::span(&e, 1), hidden),
+                      Contains("token_type_ids") && Contains("distilbert has no token types"));
+  // Type 0 everywhere (what a tokenizer writes for one text) is what DistilBERT reads.
+  std::fill(e.token_type_ids.begin(), e.token_type_ids.end(), 0);
+  CHECK_NOTHROW(model.encode(std::span(&e, 1), hidden));
+}
+
+TEST_CASE("families: a directory with only pytorch_model.bin says only safetensors is read", "[model][families]") {
+  const stile_test::TempDir tmp("families_bin");
+  const fs::path dir = tmp.path / "bin";
+  copy_with_config("bert", dir, [](nlohmann::json&) {});
+  fs::rename(dir / "model.safetensors", dir / "pytorch_model.bin");
+  REQUIRE_THROWS_WITH(stile::BertModel::load(dir),
+                      Contains((dir / "pytorch_model.bin").string()) && Contains("only model.safetensors is read"));
+}
+
+TEST_CASE("families: the shard store refuses a family other than BERT by name", "[model][families]") {
+  const stile_test::TempDir tmp("families_store");
+  for (const std::string family : {"roberta", "distilbert", "electra"}) {
+    DYNAMIC_SECTION(family) {
+      REQUIRE_THROWS_WITH(stile::convert_checkpoint(kFamilies / family, tmp.path / (family + ".stile"), {}),
+                          Contains((kFamilies / family / "config.json").string()) &&
+                              Contains("is not supported by convert (the shard store)"));
+      CHECK(!fs::exists(tmp.path / (family + ".stile")));
+    }
+  }
+}
