@@ -13,10 +13,11 @@ One directory per family, each a complete Hugging Face model directory plus its 
                                        the cases' rows back to back
 
 Families: bert, distilbert, electra (discriminator, embedding_size 32 != hidden 64) on the
-bert_wordpiece tokenizer; roberta, camembert on roberta_bpe; xlm-roberta on xlm_roberta. Every model
-has 2 layers, hidden 64, 4 heads, FFN 128, the tokenizer's vocabulary size. Some are saved from a
-model with a head, so their tensors carry the base model's prefix (distilbert., electra., roberta.):
-the golden is the base model's output all the same.
+bert_wordpiece tokenizer; roberta, camembert, mpnet on roberta_bpe; xlm-roberta on xlm_roberta. Every
+model has 2 layers, hidden 64, 4 heads, FFN 128, the tokenizer's vocabulary size. MPNet (its
+relative_attention_bias drawn N(0, 0.5)) also runs one long case of 120 SST-2 words (177 tokens;
+256 positions). Some are saved from a model with a head, so their tensors carry the base model's
+prefix (distilbert., electra., roberta., mpnet.): the golden is the base model's output all the same.
 
 The weights: from_config's model with every parameter redrawn (seeded) so the layers do visible
 work (matrices N(0, 0.1), embeddings N(0, 0.5), biases N(0, 0.05), LayerNorm gamma 1 + N(0, 0.1)
@@ -40,7 +41,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import (BertConfig, BertModel, CamembertConfig, CamembertModel, DistilBertConfig,  # noqa: E402
                           DistilBertForSequenceClassification, ElectraConfig, ElectraForPreTraining,
-                          RobertaConfig, RobertaModel, XLMRobertaConfig, XLMRobertaForSequenceClassification)
+                          MPNetConfig, MPNetForSequenceClassification, RobertaConfig, RobertaModel,
+                          XLMRobertaConfig, XLMRobertaForSequenceClassification)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TOKENIZERS = os.path.join(ROOT, "tests/tokenizer/data/json")
@@ -55,6 +57,13 @@ HARD = [
     "  Multiple   spaces\tand\nnewlines, UPPER lower 12345 ... !!!",
 ]
 SST2_CASES = 5  # the first sentences of the train split of at most 40 words
+# The families whose attention has a position term of its own (MPNet's relative buckets) take one
+# long case more: the first SST-2 sentences joined to LONG_WORDS words (about 150 tokens), so that
+# relative distances reach past every bucket boundary (8, 16, 32, 64, 128).
+LONG_WORDS = 120
+LONG_FAMILIES = {"mpnet"}
+LONG_MAX_POSITIONS = 256  # their positions (MPNet's table: 2 rows more, its offset)
+NO_TOKEN_TYPES = {"distilbert", "mpnet"}  # their forward takes no token_type_ids
 
 SHAPE = dict(layers=2, hidden=64, heads=4, intermediate=128)
 MAX_POSITIONS = 128  # tokens a sequence may have (RoBERTa's table has 2 more rows: the offset)
@@ -91,6 +100,12 @@ def family_models(vocab):
         ("xlm-roberta", "xlm_roberta",
          lambda: XLMRobertaForSequenceClassification(XLMRobertaConfig(vocab_size=vocab["xlm_roberta"], **roberta)),
          lambda m: m.roberta),
+        ("mpnet", "roberta_bpe",
+         lambda: MPNetForSequenceClassification(MPNetConfig(
+             vocab_size=vocab["roberta_bpe"], max_position_embeddings=LONG_MAX_POSITIONS + 2,
+             relative_attention_num_buckets=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+             **common)),
+         lambda m: m.mpnet),
     ]
 
 
@@ -107,18 +122,31 @@ def sst2_sentences():
     return out
 
 
+def long_text():
+    words = []
+    with open(SST2_TRAIN, encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            words += line.split("\t")[0].split()
+            if len(words) >= LONG_WORDS:
+                return " ".join(words[:LONG_WORDS])
+    raise RuntimeError("SST-2 too short")
+
+
 def redraw(model, seed):
     """Every parameter drawn again (seeded), then rounded to fp16."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
-            norm = "LayerNorm" in name or "layer_norm" in name
+            norm = "LayerNorm" in name or "layer_norm" in name or name.split(".")[-2].endswith("norm")
             if norm and name.endswith("weight"):
                 v = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
             elif norm:
                 v = 0.1 * torch.randn(p.shape, generator=g)
             elif name.endswith("bias"):
                 v = 0.05 * torch.randn(p.shape, generator=g)
+            elif "relative_attention_bias" in name:  # MPNet's: large enough to move the softmax
+                v = 0.5 * torch.randn(p.shape, generator=g)
             elif "embeddings" in name and p.dim() == 2 and "project" not in name:
                 v = 0.5 * torch.randn(p.shape, generator=g)
             else:
@@ -142,24 +170,26 @@ def main():
             shutil.rmtree(out)
         os.makedirs(out)
         tok = toks[tok_name]
-        encodings = [tok.encode(t) for t in texts]
+        family_texts = texts + ([long_text()] if family in LONG_FAMILIES else [])
+        max_positions = LONG_MAX_POSITIONS if family in LONG_FAMILIES else MAX_POSITIONS
+        encodings = [tok.encode(t) for t in family_texts]
         torch.manual_seed(a.seed + index)
         model = make().eval()
         redraw(model, a.seed + index)
         base = base_of(model)
         used = sorted({i for e in encodings for i in e.ids})
         with torch.no_grad():
-            table = base.embeddings.word_embeddings.weight
+            table = base.get_input_embeddings().weight
             keep = torch.zeros(table.shape[0], dtype=torch.bool)
             keep[used] = True
             table[~keep] = 0.0
         cases, rows = [], []
         first = 0
-        for text, e in zip(texts, encodings):
-            assert len(e.ids) <= MAX_POSITIONS, (family, text)
+        for text, e in zip(family_texts, encodings):
+            assert len(e.ids) <= max_positions, (family, text)
             ids = torch.tensor([e.ids])
             kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids))
-            if family != "distilbert":
+            if family not in NO_TOKEN_TYPES:
                 kwargs["token_type_ids"] = torch.tensor([e.type_ids])
             with torch.no_grad():
                 hidden = base(**kwargs).last_hidden_state[0].float().numpy()

@@ -1,7 +1,7 @@
 // libFuzzer target for the config.json reader (io/encoder_config.hpp): every input must be refused
 // with a stile::Error or give a description the model can be built from (dimensions positive,
-// heads dividing the hidden size, a position past RoBERTa's offset, the family's own fields set
-// and the others not). Seeds: tests/io/fuzz_seeds_config/ (each family's config.json and
+// heads dividing the hidden size, a position past RoBERTa's and MPNet's offset, MPNet's 32 buckets,
+// the family's own fields set and the others not). Seeds: tests/io/fuzz_seeds_config/ (each family's config.json and
 // all-MiniLM-L6-v2's).
 #include <cstddef>
 #include <cstdint>
@@ -23,9 +23,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool ok = c.hidden > 0 && c.num_layers > 0 && c.num_heads > 0 && c.intermediate > 0 && c.vocab_size > 0 &&
                   c.hidden % c.num_heads == 0 && c.max_positions() >= 1 && c.embedding_dim() > 0 &&
                   c.layer_norm_eps > 0.0f && c.hidden_act == "gelu" &&
-                  (c.family == EncoderFamily::kRoberta) == (c.position_offset > 0) &&
-                  (c.family == EncoderFamily::kDistilBert) == (c.type_vocab_size == 0) &&
-                  (c.family == EncoderFamily::kElectra || c.embedding_size == 0);
+                  (c.family == EncoderFamily::kRoberta || c.family == EncoderFamily::kMpnet) ==
+                      (c.position_offset > 0) &&
+                  (c.family == EncoderFamily::kDistilBert || c.family == EncoderFamily::kMpnet) ==
+                      (c.type_vocab_size == 0) &&
+                  (c.family == EncoderFamily::kElectra || c.embedding_size == 0) &&
+                  (c.family == EncoderFamily::kMpnet ? c.relative_attention_buckets >= 32
+                                                     : c.relative_attention_buckets == 0);
   if (!ok) __builtin_trap();
   return 0;
 }

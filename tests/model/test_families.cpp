@@ -1,4 +1,4 @@
-// The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA)
+// The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, MPNet)
 // against transformers: small random-weight models and their last hidden states in
 // data/families/<family> (scripts/make_family_goldens.py), loaded as a user loads a model directory
 // (BertModel::load, the tokenizer.json beside it, SentenceEncoder::load), in fp32 and in each
@@ -14,13 +14,16 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "stile/dist/dense_layer.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/sentence_encoder.hpp"
+#include "stile/ops/position_terms.hpp"
 #include "stile/ops/precision.hpp"
 #include "stile/store/shard_converter.hpp"
 #include "stile/text/tokenizer.hpp"
@@ -34,7 +37,8 @@ using Catch::Contains;
 namespace {
 
 const fs::path kFamilies = fs::path(STILE_TEST_DATA_DIR) / "families";
-const std::vector<std::string> kFamilyDirs = {"bert", "distilbert", "electra", "roberta", "camembert", "xlm-roberta"};
+const std::vector<std::string> kFamilyDirs = {"bert",      "distilbert",  "electra", "roberta",
+                                              "camembert", "xlm-roberta", "mpnet"};
 
 // A float32 forward that sums in another order than PyTorch's: max |d| within this times the
 // larger of 1 and the golden's largest value.
@@ -153,7 +157,7 @@ TEST_CASE("families: each family's last hidden states equal transformers' (fp32)
 }
 
 TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "[model][families]") {
-  for (const std::string& family : {std::string("roberta"), std::string("distilbert")}) {
+  for (const std::string& family : {std::string("roberta"), std::string("distilbert"), std::string("mpnet")}) {
     DYNAMIC_SECTION(family) {
       const fs::path dir = kFamilies / family;
       const Golden g = Golden::load(dir);
@@ -163,7 +167,7 @@ TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "
       model.encode(batch, want);
       std::size_t longest = 0;
       for (const stile::Encoding& e : batch) longest = std::max(longest, e.input_ids.size());
-      const std::int32_t pad = family == "roberta" ? 1 : 0;  // the padding token a tokenizer appends
+      const std::int32_t pad = family == "distilbert" ? 0 : 1;  // the padding token a tokenizer appends
       for (stile::Encoding& e : batch) {
         e.attention_mask.assign(e.input_ids.size(), 1);
         e.attention_mask.resize(longest, 0);
@@ -204,9 +208,9 @@ TEST_CASE("families: SentenceEncoder::load runs each family's directory (mean po
       const Golden g = Golden::load(dir);
       const stile::SentenceEncoder encoder = stile::SentenceEncoder::load(dir);
       const stile::EncoderConfig& c = encoder.model().config();
-      // The usable positions: RoBERTa's table starts after its padding index.
+      // The usable positions: RoBERTa's and MPNet's tables start after their padding index.
       CHECK(encoder.config().max_seq_length == c.max_positions());
-      CHECK(c.max_positions() == 128);
+      CHECK(c.max_positions() == (family == "mpnet" ? 256 : 128));
       const double tolerance = kRelativeTolerance * std::max(1.0, g.max_abs);
       for (const GoldenCase& gc : g.cases) {
         const std::vector<float> got = encoder.embed(gc.text);
@@ -250,6 +254,12 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
   CHECK(electra.family == stile::EncoderFamily::kElectra);
   CHECK(electra.embedding_dim() == 32);
   CHECK(electra.hidden == 64);
+  const stile::EncoderConfig mpnet = config("mpnet");
+  CHECK(mpnet.family == stile::EncoderFamily::kMpnet);
+  CHECK(mpnet.position_offset == 2);  // padding index 1, fixed in MPNetEmbeddings
+  CHECK(mpnet.type_vocab_size == 0);
+  CHECK(mpnet.relative_attention_buckets == 32);
+  CHECK(mpnet.max_positions() == 256);
 
   // Without model_type, the class in "architectures" names the family; without both, BERT.
   nlohmann::json j = nlohmann::json::parse(read_text(kFamilies / "roberta" / "config.json"));
@@ -265,7 +275,7 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
 
 TEST_CASE("families: an unsupported model_type is refused naming the file and the field", "[model][families]") {
   const stile_test::TempDir tmp("families_type");
-  for (const std::string type : {"deberta-v2", "mpnet", "modernbert", "albert", "roberta-prelayernorm"}) {
+  for (const std::string type : {"deberta-v2", "modernbert", "albert", "roberta-prelayernorm"}) {
     DYNAMIC_SECTION(type) {
       const fs::path dir = tmp.path / type;
       copy_with_config("bert", dir, [&](nlohmann::json& c) { c["model_type"] = type; });
@@ -273,7 +283,7 @@ TEST_CASE("families: an unsupported model_type is refused naming the file and th
                           Contains((dir / "config.json").string()) &&
                               Contains("model_type \"" + type +
                                        "\" is not supported (supported: bert, distilbert, roberta, xlm-roberta, "
-                                       "camembert, electra)"));
+                                       "camembert, electra, mpnet)"));
     }
   }
 }
@@ -341,7 +351,7 @@ TEST_CASE("families: a directory with only pytorch_model.bin says only safetenso
 
 TEST_CASE("families: the shard store refuses a family other than BERT by name", "[model][families]") {
   const stile_test::TempDir tmp("families_store");
-  for (const std::string family : {"roberta", "distilbert", "electra"}) {
+  for (const std::string family : {"roberta", "distilbert", "electra", "mpnet"}) {
     DYNAMIC_SECTION(family) {
       REQUIRE_THROWS_WITH(stile::convert_checkpoint(kFamilies / family, tmp.path / (family + ".stile"), {}),
                           Contains((kFamilies / family / "config.json").string()) &&
@@ -349,4 +359,42 @@ TEST_CASE("families: the shard store refuses a family other than BERT by name", 
       CHECK(!fs::exists(tmp.path / (family + ".stile")));
     }
   }
+}
+
+TEST_CASE("families: MPNet's relative position buckets are the reference's", "[model][families][mpnet]") {
+  // transformers' MPNetEncoder.relative_position_bucket (key - query -> bucket) at and around the
+  // boundaries of its log-spaced buckets (16, 32, 64, 128), both directions.
+  const std::vector<std::tuple<std::ptrdiff_t, std::size_t, std::size_t>> want{
+      {0, 0, 0},     {1, 17, 1},    {7, 23, 7},    {8, 24, 8},    {15, 25, 9},   {16, 26, 10},
+      {17, 26, 10},  {31, 27, 11},  {32, 28, 12},  {33, 28, 12},  {63, 29, 13},  {64, 30, 14},
+      {65, 30, 14},  {127, 31, 15}, {128, 31, 15}, {600, 31, 15}};
+  for (const auto& [r, after, before] : want) {
+    INFO("key - query = " << r);
+    CHECK(stile::mpnet_relative_bucket(r) == after);
+    CHECK(stile::mpnet_relative_bucket(-r) == before);
+  }
+}
+
+TEST_CASE("families: an MPNet description or checkpoint it cannot run is refused by name", "[model][families][mpnet]") {
+  const stile_test::TempDir tmp("families_mpnet");
+  // Fewer buckets than the 32 its relative positions fall in.
+  const fs::path few = tmp.path / "few";
+  copy_with_config("mpnet", few, [](nlohmann::json& c) { c["relative_attention_num_buckets"] = 16; });
+  REQUIRE_THROWS_WITH(stile::BertModel::load(few), Contains((few / "config.json").string()) &&
+                                                       Contains("relative_attention_num_buckets 16 is below the 32"));
+  // Without its relative position table.
+  const fs::path bare = tmp.path / "bare";
+  copy_with_config("mpnet", bare, [](nlohmann::json&) {});
+  std::string bytes = read_text(bare / "model.safetensors");
+  const std::string name = "mpnet.encoder.relative_attention_bias.weight";
+  REQUIRE(bytes.find(name) != std::string::npos);
+  bytes.replace(bytes.find(name), name.size(), "mpnet.encoder.relative_attention_BIAS.weight");
+  write_text(bare / "model.safetensors", bytes);
+  REQUIRE_THROWS_WITH(stile::BertModel::load(bare),
+                      Contains((bare / "model.safetensors").string()) && Contains("has no tensor") && Contains(name));
+  // The multi-device layer runs BERT's layer only: it names what MPNet's adds.
+  const stile::BertWeights w = stile::BertWeights::load(kFamilies / "mpnet");
+  REQUIRE_THROWS_WITH(stile::DenseLayer::from_checkpoint(w.file, w.config, 0),
+                      Contains("model.safetensors") && Contains("model_type \"mpnet\"") &&
+                          Contains("a relative position bias in attention") && Contains("does not run"));
 }

@@ -52,6 +52,10 @@ struct DenseLayer {
   // file and the tensor).
   static DenseLayer from_checkpoint(const SafetensorsFile& file, const EncoderConfig& c, std::size_t layer) {
     require(layer < c.num_layers, concat("dense layer: layer ", layer, " of ", c.num_layers));
+    if (*c.layer_difference() != '\0') {
+      fail_in_file(file.path(), "model_type \"", c.model_type, "\": its layer has ", c.layer_difference(),
+                   ", which the split layer does not run (BERT's layer only; BertModel runs ", c.model_type, ")");
+    }
     DenseLayer L;
     L.hidden = c.hidden, L.heads = c.num_heads, L.ffn = c.intermediate;
     L.layer_norm_eps = static_cast<float>(c.layer_norm_eps);

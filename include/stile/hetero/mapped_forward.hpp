@@ -45,6 +45,10 @@ class MappedForward {
     require(!w_.projects_embeddings(),
             concat("mapped forward: ", w_.config.model_type, "'s embeddings are projected to hidden_size (",
                    "embedding_size != hidden_size), which the mapped forward does not run (BertModel does)"));
+    require(*w_.config.layer_difference() == '\0',
+            concat("mapped forward: ", w_.config.model_type, "'s layer has ", w_.config.layer_difference(),
+                   ", which the mapped forward does not run (it runs BERT's layer; BertModel runs ",
+                   w_.config.model_type, ")"));
     for (const BertLayerWeights& l : w_.layers) views_.push_back(l.view(w_.config));
     for (const LayerView<LinearView>& v : views_) view_ptrs_.push_back(&v);
     const OpGraph& g = run_.graph();

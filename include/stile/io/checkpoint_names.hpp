@@ -11,8 +11,12 @@
 //   electra      electra.                  output.{dense,LayerNorm}
 //   distilbert   distilbert.               transformer.layer.l.attention.{q,k,v,out}_lin,
 //                                          sa_layer_norm, ffn.lin1, ffn.lin2, output_layer_norm
+//   mpnet        mpnet.                    encoder.layer.l.attention.attn.{q,k,v,o},
+//                                          attention.LayerNorm, intermediate.dense,
+//                                          output.{dense,LayerNorm}
 // Embeddings: embeddings.{word,position,token_type}_embeddings and embeddings.LayerNorm
-// (DistilBERT: no token types); ELECTRA also embeddings_project when embedding_size != hidden_size.
+// (DistilBERT, MPNet: no token types); ELECTRA also embeddings_project when embedding_size !=
+// hidden_size; MPNet also encoder.relative_attention_bias (the table every layer shares).
 #include <cstddef>
 #include <filesystem>
 #include <span>
@@ -38,6 +42,7 @@ struct CheckpointNames {
   std::string word, position, token_type;  // token_type: "" when the family has none
   std::string embed_ln_weight, embed_ln_bias;
   std::string project_weight, project_bias;  // "" unless ELECTRA projects its embeddings
+  std::string relative_attention_bias;       // "" unless MPNet
 
   // The names in `file` of a checkpoint of config `c`.
   static CheckpointNames of(const EncoderConfig& c, const SafetensorsFile& file) {
@@ -45,11 +50,13 @@ struct CheckpointNames {
     n.family = c.family;
     // The base model's prefix a checkpoint with a head puts the encoder under.
     static constexpr const char *kBert[] = {"bert."}, *kDistilBert[] = {"distilbert."},
-                                *kRoberta[] = {"roberta.", "camembert.", "xlm_roberta."}, *kElectra[] = {"electra."};
+                                *kRoberta[] = {"roberta.", "camembert.", "xlm_roberta."}, *kElectra[] = {"electra."},
+                                *kMpnet[] = {"mpnet."};
     std::span<const char* const> prefixes = kBert;
     if (c.family == EncoderFamily::kDistilBert) prefixes = kDistilBert;
     if (c.family == EncoderFamily::kRoberta) prefixes = kRoberta;
     if (c.family == EncoderFamily::kElectra) prefixes = kElectra;
+    if (c.family == EncoderFamily::kMpnet) prefixes = kMpnet;
     for (const char* p : prefixes) {
       if (file.find(std::string(p) + "embeddings.word_embeddings.weight") != nullptr) {
         n.prefix = p;
@@ -59,13 +66,14 @@ struct CheckpointNames {
     const std::string e = n.prefix + "embeddings.";
     n.word = e + "word_embeddings.weight";
     n.position = e + "position_embeddings.weight";
-    if (c.family != EncoderFamily::kDistilBert) n.token_type = e + "token_type_embeddings.weight";
+    if (c.type_vocab_size != 0) n.token_type = e + "token_type_embeddings.weight";
     n.embed_ln_weight = e + "LayerNorm.weight";
     n.embed_ln_bias = e + "LayerNorm.bias";
     if (c.family == EncoderFamily::kElectra && c.embedding_dim() != c.hidden) {
       n.project_weight = n.prefix + "embeddings_project.weight";
       n.project_bias = n.prefix + "embeddings_project.bias";
     }
+    if (c.family == EncoderFamily::kMpnet) n.relative_attention_bias = n.prefix + "encoder.relative_attention_bias.weight";
     return n;
   }
 
@@ -85,12 +93,21 @@ struct CheckpointNames {
       return t;
     }
     const std::string p = prefix + "encoder.layer." + std::to_string(l) + ".";
-    t.q_weight = p + "attention.self.query.weight", t.q_bias = p + "attention.self.query.bias";
-    t.k_weight = p + "attention.self.key.weight", t.k_bias = p + "attention.self.key.bias";
-    t.v_weight = p + "attention.self.value.weight", t.v_bias = p + "attention.self.value.bias";
-    t.kv_weight = p + "attention.self.key/value.weight";
-    t.attn_out_weight = p + "attention.output.dense.weight", t.attn_out_bias = p + "attention.output.dense.bias";
-    t.ln1_weight = p + "attention.output.LayerNorm.weight", t.ln1_bias = p + "attention.output.LayerNorm.bias";
+    if (family == EncoderFamily::kMpnet) {
+      t.q_weight = p + "attention.attn.q.weight", t.q_bias = p + "attention.attn.q.bias";
+      t.k_weight = p + "attention.attn.k.weight", t.k_bias = p + "attention.attn.k.bias";
+      t.v_weight = p + "attention.attn.v.weight", t.v_bias = p + "attention.attn.v.bias";
+      t.kv_weight = p + "attention.attn.k/v.weight";
+      t.attn_out_weight = p + "attention.attn.o.weight", t.attn_out_bias = p + "attention.attn.o.bias";
+      t.ln1_weight = p + "attention.LayerNorm.weight", t.ln1_bias = p + "attention.LayerNorm.bias";
+    } else {
+      t.q_weight = p + "attention.self.query.weight", t.q_bias = p + "attention.self.query.bias";
+      t.k_weight = p + "attention.self.key.weight", t.k_bias = p + "attention.self.key.bias";
+      t.v_weight = p + "attention.self.value.weight", t.v_bias = p + "attention.self.value.bias";
+      t.kv_weight = p + "attention.self.key/value.weight";
+      t.attn_out_weight = p + "attention.output.dense.weight", t.attn_out_bias = p + "attention.output.dense.bias";
+      t.ln1_weight = p + "attention.output.LayerNorm.weight", t.ln1_bias = p + "attention.output.LayerNorm.bias";
+    }
     t.ffn_in_weight = p + "intermediate.dense.weight", t.ffn_in_bias = p + "intermediate.dense.bias";
     t.ffn_out_weight = p + "output.dense.weight", t.ffn_out_bias = p + "output.dense.bias";
     t.ln2_weight = p + "output.LayerNorm.weight", t.ln2_bias = p + "output.LayerNorm.bias";

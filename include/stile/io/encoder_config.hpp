@@ -13,7 +13,11 @@
 //                                    reference's create_position_ids_from_input_ids).
 //   electra                          BERT's layer; embeddings of width embedding_size, projected
 //                                    to hidden_size after their LayerNorm when the two differ.
-// Any other model_type (mpnet, deberta, modernbert, albert, ...) is refused by name.
+//   mpnet                            BERT's layer with a relative position bias on the attention
+//                                    scores (relative_attention_num_buckets, one table shared by
+//                                    every layer); positions as RoBERTa's with padding index 1; no
+//                                    token types.
+// Any other model_type (deberta, modernbert, albert, ...) is refused by name.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +36,7 @@ namespace stile {
 
 // The layouts stile runs. RoBERTa stands for XLM-RoBERTa and CamemBERT too: the same layer, the
 // same positions (EncoderConfig::model_type keeps the name config.json gave).
-enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra };
+enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra, kMpnet };
 
 inline const char* to_string(EncoderFamily f) {
   switch (f) {
@@ -40,6 +44,7 @@ inline const char* to_string(EncoderFamily f) {
     case EncoderFamily::kDistilBert: return "distilbert";
     case EncoderFamily::kRoberta: return "roberta";
     case EncoderFamily::kElectra: return "electra";
+    case EncoderFamily::kMpnet: return "mpnet";
   }
   return "?";
 }
@@ -58,6 +63,8 @@ struct EncoderConfig {
   std::size_t embedding_size = 0;           // width of the embeddings (ELECTRA); 0: hidden
   float layer_norm_eps = 1e-12f;            // layer_norm_eps
   std::string hidden_act = "gelu";          // hidden_act (DistilBERT: activation)
+  // MPNet: rows of the relative position bias table (relative_attention_num_buckets); 0: none.
+  std::size_t relative_attention_buckets = 0;
 
   std::size_t head_dim() const noexcept { return num_heads == 0 ? 0 : hidden / num_heads; }
   // The width of the embedding sum and its LayerNorm; projected to `hidden` when it differs.
@@ -69,6 +76,12 @@ struct EncoderConfig {
   // RoBERTa's padding index (position_offset - 1): a token with this id takes this position row.
   bool has_padding_position() const noexcept { return position_offset > 0; }
   std::size_t padding_idx() const noexcept { return position_offset - 1; }
+  // What the family's layer adds to BERT's (a position term inside attention), or "" when its layer
+  // is BERT's: the paths that run BERT's layer only (the multi-device layer, the mapped forward)
+  // refuse a family naming this.
+  const char* layer_difference() const noexcept {
+    return family == EncoderFamily::kMpnet ? "a relative position bias in attention" : "";
+  }
 };
 
 namespace encoder_config_detail {
@@ -78,7 +91,11 @@ namespace encoder_config_detail {
 // cannot overflow 64 bits.
 inline constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 24;
 
-inline constexpr const char* kSupportedTypes = "bert, distilbert, roberta, xlm-roberta, camembert, electra";
+inline constexpr const char* kSupportedTypes = "bert, distilbert, roberta, xlm-roberta, camembert, electra, mpnet";
+
+// MPNet buckets relative positions into 32 buckets whatever its config says (the reference's
+// MPNetEncoder.compute_position_bias passes num_buckets=32): the table needs 32 rows at least.
+inline constexpr std::size_t kMpnetBuckets = 32;
 
 template <class... Parts>
 [[noreturn]] void fail(std::string_view file, const Parts&... parts) {
@@ -101,10 +118,11 @@ inline std::size_t read_dimension(const nlohmann::json& root, const char* key, c
 // The family of a model_type, or false for one stile does not run.
 inline bool family_of_type(std::string_view type, EncoderFamily& family) {
   const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
-  if (type != "bert" && type != "distilbert" && type != "electra" && !roberta) return false;
+  if (type != "bert" && type != "distilbert" && type != "electra" && type != "mpnet" && !roberta) return false;
   family = roberta               ? EncoderFamily::kRoberta
            : type == "distilbert" ? EncoderFamily::kDistilBert
            : type == "electra"    ? EncoderFamily::kElectra
+           : type == "mpnet"      ? EncoderFamily::kMpnet
                                   : EncoderFamily::kBert;
   return true;
 }
@@ -115,7 +133,8 @@ inline bool family_of_type(std::string_view type, EncoderFamily& family) {
 inline std::string type_of_architecture(std::string_view arch) {
   static constexpr std::pair<const char*, const char*> kBases[] = {
       {"Bert", "bert"},          {"DistilBert", "distilbert"}, {"Roberta", "roberta"},
-      {"XLMRoberta", "xlm-roberta"}, {"Camembert", "camembert"},   {"Electra", "electra"}};
+      {"XLMRoberta", "xlm-roberta"}, {"Camembert", "camembert"},   {"Electra", "electra"},
+      {"MPNet", "mpnet"}};
   for (const auto& [base, type] : kBases) {
     const std::string_view b = base;
     if (!arch.starts_with(b)) continue;
@@ -225,7 +244,23 @@ inline EncoderConfig parse_encoder_config(std::string_view json_text, const std:
   config.intermediate = read_dimension(root, "intermediate_size", display_name);
   config.vocab_size = read_dimension(root, "vocab_size", display_name);
   config.max_position_embeddings = read_dimension(root, "max_position_embeddings", display_name);
-  config.type_vocab_size = read_dimension(root, "type_vocab_size", display_name);
+  if (config.family == EncoderFamily::kMpnet) {
+    // No token types; positions after padding index 1, fixed in MPNetEmbeddings whatever
+    // pad_token_id says; the relative position bias table.
+    config.type_vocab_size = 0;
+    config.position_offset = 2;
+    config.relative_attention_buckets = read_dimension(root, "relative_attention_num_buckets", display_name);
+    if (config.relative_attention_buckets < kMpnetBuckets) {
+      fail(display_name, "relative_attention_num_buckets ", config.relative_attention_buckets,
+           " is below the 32 buckets MPNet's relative positions fall in (MPNetEncoder.compute_position_bias)");
+    }
+    if (config.max_position_embeddings < config.position_offset + 1) {
+      fail(display_name, "max_position_embeddings ", config.max_position_embeddings,
+           " leaves no position for a token (mpnet positions start at padding index 1 + 1 = 2)");
+    }
+  } else {
+    config.type_vocab_size = read_dimension(root, "type_vocab_size", display_name);
+  }
   if (config.family == EncoderFamily::kElectra) {
     config.embedding_size = read_dimension(root, "embedding_size", display_name);
   }

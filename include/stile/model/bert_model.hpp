@@ -1,5 +1,5 @@
 #pragma once
-// The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA: one forward, the
+// The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, MPNet: one forward, the
 // family's differences read from its description, io/encoder_config.hpp): token ids in, last
 // hidden states out, for a batch of sequences of different lengths packed back to back, so no
 // work is spent on padding. Pooling helpers turn
@@ -73,10 +73,20 @@ class BertModel {
              epilogue::Bias{.bias = w_.embeddings_project_bias.data()}, &threads);
     }
     timer.lap(OpKind::kEmbedding);
+    // MPNet's relative position bias: one table for the longest sequence, read by every layer.
+    std::vector<float> relative_bias;
+    AttentionPositions positions;
+    if (!w_.relative_attention_bias.empty()) {
+      const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
+      mpnet_relative_bias(w_.relative_attention_bias.data(), c.num_heads, longest, relative_bias);
+      positions = {.relative_bias = relative_bias.data(), .span = longest};
+    }
     EncoderWorkspace ws;
     ws.times = times;
     for (const BertLayerWeights& layer : w_.layers) {
-      encoder_layer(layer.view(c), c, hidden.data(), offsets, ws, threads);
+      LayerView<LinearView> view = layer.view(c);
+      view.positions = positions;
+      encoder_layer(view, c, hidden.data(), offsets, ws, threads);
     }
     return lengths;
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The weights of a BERT-shaped encoder (BERT, DistilBERT, RoBERTa, ELECTRA: io/encoder_config.hpp),
+// The weights of a BERT-shaped encoder (BERT, DistilBERT, RoBERTa, ELECTRA, MPNet: io/encoder_config.hpp),
 // read from a Hugging Face safetensors checkpoint by its family's tensor names
 // (io/checkpoint_names.hpp) and checked against its config: an fp32 (or F16/BF16) checkpoint, or a
 // quantized one written by `convert --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16
@@ -88,6 +88,8 @@ struct BertWeights {
   // ELECTRA's embeddings_project ([d x e], fp32 whatever the precision), when e != d; else empty.
   LinearWeights embeddings_project;
   std::vector<float> embeddings_project_bias;  // [d]
+  // MPNet's relative_attention_bias ([buckets x heads], fp32 whatever the precision); else empty.
+  std::vector<float> relative_attention_bias;
   std::vector<BertLayerWeights> layers;
   ModelPrecision precision;
 
@@ -105,7 +107,7 @@ struct BertWeights {
     require(
         precision.layers.empty() || precision.layers.size() == config.num_layers,
         concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers, " layers"));
-    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, precision};
+    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, precision};
     const EncoderConfig& c = w.config;
     const std::size_t d = c.hidden, ff = c.intermediate, width = c.embedding_dim();
     // The family's tensor names (io/checkpoint_names.hpp); BERT's prefix is "bert." from a
@@ -154,6 +156,9 @@ struct BertWeights {
     if (!names.project_weight.empty()) {
       w.embeddings_project = convert(stored(names.project_weight, d, width), LinearFormat::kF32);
       w.embeddings_project_bias = load(names.project_bias, {d});
+    }
+    if (!names.relative_attention_bias.empty()) {
+      w.relative_attention_bias = load(names.relative_attention_bias, {c.relative_attention_buckets, c.num_heads});
     }
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
     for (std::size_t l = 0; l < c.num_layers; ++l) {

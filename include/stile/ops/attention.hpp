@@ -4,14 +4,18 @@
 // scale = 1/sqrt(head_dim), or 1 when Q was pre-scaled at load (the fp32 model does that); the
 // softmax in fp32 or I-BERT's integer-only one (ops/precision.hpp). Q, K
 // and V are read in place from the fused QKV activations through the GEMM's strides and codecs,
-// and ctx_h is written in place into its columns of ctx: no head split or merge copies.
+// and ctx_h is written in place into its columns of ctx: no head split or merge copies. A family's
+// position term (ops/position_terms.hpp: MPNet's relative position bias) is added to the scaled
+// scores before the softmax.
 #include <cstddef>
 #include <span>
 
 #include "stile/core/aligned_buffer.hpp"
+#include "stile/core/error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/kernels/gemm.hpp"
 #include "stile/ops/formatted_ops.hpp"
+#include "stile/ops/position_terms.hpp"
 
 namespace stile {
 
@@ -19,24 +23,45 @@ namespace stile {
 // s, the caller's buffer), softmax rows complete, ctx_h [rows x head_dim] (row stride ld_ctx) =
 // P V_h. Q_h, K_h, V_h are column slices read in place (strides ld_q, ld_kv). Single-threaded: the
 // callers parallelize over heads or query tiles. ctx may alias q (the scores GEMM is done with
-// Q_h before ctx_h is written).
+// Q_h before ctx_h is written). relative_bias, when set, is the head's bias by key - query
+// (AttentionPositions::head_bias), added to the scaled scores; the rows are queries first_query...
 inline void attention_head(const float* q, std::size_t ld_q, const float* k, const float* v, std::size_t ld_kv,
                            std::size_t rows, std::size_t s, std::size_t head_dim, float scale, float* scores,
-                           float* ctx, std::size_t ld_ctx, SoftmaxFormat softmax = SoftmaxFormat::kF32) {
+                           float* ctx, std::size_t ld_ctx, SoftmaxFormat softmax = SoftmaxFormat::kF32,
+                           const float* relative_bias = nullptr, std::size_t first_query = 0) {
   ThreadPool& serial = single_thread_pool();
   gemm(rows, q, ld_q, DenseF32(k, s, head_dim, ld_kv), scores, s, epilogue::None{}, &serial);
+  if (relative_bias != nullptr) {
+    // softmax_rows scales what it is given: the bias joins the scores already scaled.
+    const float unscale = 1.0f / scale;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* b = relative_bias - static_cast<std::ptrdiff_t>(first_query + r);
+      float* row = scores + r * s;
+      if (scale == 1.0f) {
+        for (std::size_t j = 0; j < s; ++j) row[j] += b[j];
+      } else {
+        for (std::size_t j = 0; j < s; ++j) row[j] += b[j] * unscale;
+      }
+    }
+  }
   softmax_rows(softmax, scores, rows, s, s, scale);
   gemm(rows, scores, s, DenseF32Transposed(v, head_dim, s, ld_kv), ctx, ld_ctx, epilogue::None{}, &serial);
 }
 
 // qkv: [tokens x 3d] (row stride ld_qkv), Q at column 0, K at d, V at 2d; head h uses columns
 // [h * head_dim, (h + 1) * head_dim) of each. seq_offsets: n + 1 row offsets of the sequences.
-// ctx: [tokens x d], row stride ld_ctx.
+// ctx: [tokens x d], row stride ld_ctx. positions: the family's position term (none for BERT);
+// its span must cover the longest sequence.
 inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const std::size_t> seq_offsets,
                            std::size_t num_heads, std::size_t head_dim, float* ctx, std::size_t ld_ctx,
-                           ThreadPool& pool, float scale = 1.0f, SoftmaxFormat softmax = SoftmaxFormat::kF32) {
+                           ThreadPool& pool, float scale = 1.0f, SoftmaxFormat softmax = SoftmaxFormat::kF32,
+                           const AttentionPositions& positions = {}) {
   const std::size_t d = num_heads * head_dim;
   const std::size_t num_seqs = seq_offsets.size() - 1;
+  for (std::size_t i = 0; !positions.empty() && i < num_seqs; ++i) {
+    require(seq_offsets[i + 1] - seq_offsets[i] <= positions.span,
+            "attention: a sequence longer than its position term's span");
+  }
   // One task per (sequence, head); each runs its small GEMMs on its own thread.
   pool.run(num_seqs * num_heads, [&](std::size_t task, std::size_t) {
     const std::size_t seq = task / num_heads, h = task % num_heads;
@@ -46,7 +71,8 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     scores.resize(s * s);
     const float* q = qkv + begin * ld_qkv + h * head_dim;
     attention_head(q, ld_qkv, q + d, q + 2 * d, ld_qkv, s, s, head_dim, scale, scores.data(),
-                   ctx + begin * ld_ctx + h * head_dim, ld_ctx, softmax);
+                   ctx + begin * ld_ctx + h * head_dim, ld_ctx, softmax,
+                   positions.empty() ? nullptr : positions.head_bias(h));
   });
 }
 

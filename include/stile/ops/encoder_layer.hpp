@@ -5,7 +5,8 @@
 // Every bias, exact GELU and residual add is fused into the GEMM that produces it (a GELU in another
 // format runs after it, ops/formatted_ops.hpp). All activations of the layer are held at once
 // ([s x 3d'], [s x d'], [s x d_ff'] and an [s x s] score buffer per thread); ops/tiled_layer.hpp is
-// the memory-frugal variant of the same layer. Each linear layer runs in its weights' format and
+// the memory-frugal variant of the same layer (BERT's attention only). A family's position term
+// (MPNet's relative bias: the view's `positions`) is added inside attention. Each linear layer runs in its weights' format and
 // LayerNorm, GELU and softmax in the view's OpFormats (ops/precision.hpp).
 #include <cstddef>
 #include <span>
@@ -56,7 +57,7 @@ void encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x, std:
   linear(tokens, x, d, w.kv, ws.qkv.data() + da, 3 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
   timer.lap(OpKind::kQkv);
   self_attention(ws.qkv.data(), 3 * da, seq_offsets, w.heads, w.head_dim, ws.ctx.data(), da, pool, w.attn_scale,
-                 f.softmax);
+                 f.softmax, w.positions);
   timer.lap(OpKind::kAttention);
   linear(tokens, ws.ctx.data(), da, w.attn_out, x, d, epilogue::BiasResidual{w.attn_out_bias, x, d}, &pool);
   timer.lap(OpKind::kAttnOut);

@@ -4,6 +4,7 @@
 // layer (m of M shards) is just a view with fewer heads and FFN neurons.
 #include <cstddef>
 
+#include "stile/ops/position_terms.hpp"
 #include "stile/ops/precision.hpp"
 
 namespace stile {
@@ -31,6 +32,7 @@ struct LayerView {
   std::size_t head_dim = 0;
   float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1 if W_q was pre-scaled
   OpFormats ops;            // LayerNorm, GELU and softmax formats (the untiled layer honours them)
+  AttentionPositions positions;  // the family's position term in attention (MPNet); empty for BERT
 
   std::size_t attn_width() const noexcept { return heads * head_dim; }
   std::size_t ffn_width() const noexcept { return ffn_in.rows(); }
@@ -59,6 +61,7 @@ LayerView<To> with_weights(const LayerView<From>& from, To q, To kv, To attn_out
   v.head_dim = from.head_dim;
   v.attn_scale = from.attn_scale;
   v.ops = from.ops;
+  v.positions = from.positions;
   return v;
 }
 
