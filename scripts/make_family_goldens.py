@@ -16,8 +16,11 @@ Families: bert, distilbert, electra (discriminator, embedding_size 32 != hidden 
 bert_wordpiece tokenizer; roberta, camembert, mpnet on roberta_bpe; xlm-roberta on xlm_roberta. Every
 model has 2 layers, hidden 64, 4 heads, FFN 128, the tokenizer's vocabulary size. MPNet (its
 relative_attention_bias drawn N(0, 0.5)) also runs one long case of 120 SST-2 words (177 tokens;
-256 positions). Some are saved from a model with a head, so their tensors carry the base model's
-prefix (distilbert., electra., roberta., mpnet.): the golden is the base model's output all the same.
+256 positions). ModernBERT: 3 layers (global attention in layers 0 and 2, a local window of 16
+tokens in layer 1), no biases (norm_bias, attention_bias, mlp_bias false), GEGLU FFN, rotary
+positions, on bert_wordpiece, with the same long case (173 tokens). Some are saved from a model with
+a head, so their tensors carry the base model's prefix (distilbert., electra., roberta., mpnet.,
+model.): the golden is the base model's output all the same.
 
 The weights: from_config's model with every parameter redrawn (seeded) so the layers do visible
 work (matrices N(0, 0.1), embeddings N(0, 0.5), biases N(0, 0.05), LayerNorm gamma 1 + N(0, 0.1)
@@ -41,7 +44,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import (BertConfig, BertModel, CamembertConfig, CamembertModel, DistilBertConfig,  # noqa: E402
                           DistilBertForSequenceClassification, ElectraConfig, ElectraForPreTraining,
-                          MPNetConfig, MPNetForSequenceClassification, RobertaConfig, RobertaModel,
+                          ModernBertConfig, ModernBertForSequenceClassification, MPNetConfig,
+                          MPNetForSequenceClassification, RobertaConfig, RobertaModel,
                           XLMRobertaConfig, XLMRobertaForSequenceClassification)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -57,13 +61,17 @@ HARD = [
     "  Multiple   spaces\tand\nnewlines, UPPER lower 12345 ... !!!",
 ]
 SST2_CASES = 5  # the first sentences of the train split of at most 40 words
-# The families whose attention has a position term of its own (MPNet's relative buckets) take one
-# long case more: the first SST-2 sentences joined to LONG_WORDS words (about 150 tokens), so that
-# relative distances reach past every bucket boundary (8, 16, 32, 64, 128).
+# The families whose attention has a position term of its own (MPNet's relative buckets,
+# ModernBERT's rotary positions and sliding window) take one long case more: the first SST-2
+# sentences joined to LONG_WORDS words (about 150 tokens), so that relative distances reach past
+# every bucket boundary (8, 16, 32, 64, 128) and far past ModernBERT's window.
 LONG_WORDS = 120
-LONG_FAMILIES = {"mpnet"}
+LONG_FAMILIES = {"mpnet", "modernbert"}
 LONG_MAX_POSITIONS = 256  # their positions (MPNet's table: 2 rows more, its offset)
-NO_TOKEN_TYPES = {"distilbert", "mpnet"}  # their forward takes no token_type_ids
+NO_TOKEN_TYPES = {"distilbert", "mpnet", "modernbert"}  # their forward takes no token_type_ids
+# ModernBERT: 3 layers, global attention every 2nd (layers 0 and 2; layer 1 local), a window of 16
+# tokens (8 each side), shorter than most cases.
+MODERNBERT = dict(layers=3, local_attention=16, global_attn_every_n_layers=2)
 
 SHAPE = dict(layers=2, hidden=64, heads=4, intermediate=128)
 MAX_POSITIONS = 128  # tokens a sequence may have (RoBERTa's table has 2 more rows: the offset)
@@ -106,6 +114,16 @@ def family_models(vocab):
              relative_attention_num_buckets=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
              **common)),
          lambda m: m.mpnet),
+        ("modernbert", "bert_wordpiece",
+         lambda: ModernBertForSequenceClassification(ModernBertConfig(
+             vocab_size=vocab["bert_wordpiece"], hidden_size=H, intermediate_size=F,
+             num_hidden_layers=MODERNBERT["layers"], num_attention_heads=A, hidden_activation="gelu",
+             max_position_embeddings=LONG_MAX_POSITIONS, norm_eps=1e-5, norm_bias=False, attention_bias=False,
+             mlp_bias=False, global_attn_every_n_layers=MODERNBERT["global_attn_every_n_layers"],
+             local_attention=MODERNBERT["local_attention"], global_rope_theta=160000.0, local_rope_theta=10000.0,
+             pad_token_id=0, bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3,
+             attn_implementation="eager")),
+         lambda m: m.model),
     ]
 
 

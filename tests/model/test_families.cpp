@@ -1,4 +1,5 @@
-// The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, MPNet)
+// The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, MPNet,
+// ModernBERT)
 // against transformers: small random-weight models and their last hidden states in
 // data/families/<family> (scripts/make_family_goldens.py), loaded as a user loads a model directory
 // (BertModel::load, the tokenizer.json beside it, SentenceEncoder::load), in fp32 and in each
@@ -22,6 +23,7 @@
 #include "stile/dist/dense_layer.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/model/quantized_checkpoint.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/ops/position_terms.hpp"
 #include "stile/ops/precision.hpp"
@@ -37,8 +39,8 @@ using Catch::Contains;
 namespace {
 
 const fs::path kFamilies = fs::path(STILE_TEST_DATA_DIR) / "families";
-const std::vector<std::string> kFamilyDirs = {"bert",      "distilbert",  "electra", "roberta",
-                                              "camembert", "xlm-roberta", "mpnet"};
+const std::vector<std::string> kFamilyDirs = {"bert",        "distilbert", "electra", "roberta", "camembert",
+                                              "xlm-roberta", "mpnet",      "modernbert"};
 
 // A float32 forward that sums in another order than PyTorch's: max |d| within this times the
 // larger of 1 and the golden's largest value.
@@ -157,7 +159,8 @@ TEST_CASE("families: each family's last hidden states equal transformers' (fp32)
 }
 
 TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "[model][families]") {
-  for (const std::string& family : {std::string("roberta"), std::string("distilbert"), std::string("mpnet")}) {
+  for (const std::string& family :
+       {std::string("roberta"), std::string("distilbert"), std::string("mpnet"), std::string("modernbert")}) {
     DYNAMIC_SECTION(family) {
       const fs::path dir = kFamilies / family;
       const Golden g = Golden::load(dir);
@@ -167,7 +170,8 @@ TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "
       model.encode(batch, want);
       std::size_t longest = 0;
       for (const stile::Encoding& e : batch) longest = std::max(longest, e.input_ids.size());
-      const std::int32_t pad = family == "distilbert" ? 0 : 1;  // the padding token a tokenizer appends
+      // The padding token a tokenizer appends: [PAD] 0 of bert_wordpiece, <pad> 1 of roberta_bpe.
+      const std::int32_t pad = family == "distilbert" || family == "modernbert" ? 0 : 1;
       for (stile::Encoding& e : batch) {
         e.attention_mask.assign(e.input_ids.size(), 1);
         e.attention_mask.resize(longest, 0);
@@ -189,6 +193,13 @@ TEST_CASE("families: each number-format preset within its tolerance of transform
     for (const auto& [preset, floor] : floors) {
       DYNAMIC_SECTION(family << " " << preset) {
         const fs::path dir = kFamilies / family;
+        if (family == "modernbert" && preset == "ibert") {
+          // GEGLU has no integer-only form: the integer GELU is refused for it by name.
+          REQUIRE_THROWS_WITH(stile::BertModel::load(dir, stile::precision_preset(preset)),
+                              Contains((dir / "model.safetensors").string()) && Contains("model_type \"modernbert\"") &&
+                                  Contains("gated FFN (GEGLU) has no integer-only form") && Contains("ibert"));
+          continue;
+        }
         const Golden g = Golden::load(dir);
         const stile::BertModel model = stile::BertModel::load(dir, stile::precision_preset(preset));
         std::vector<float> hidden;
@@ -210,7 +221,7 @@ TEST_CASE("families: SentenceEncoder::load runs each family's directory (mean po
       const stile::EncoderConfig& c = encoder.model().config();
       // The usable positions: RoBERTa's and MPNet's tables start after their padding index.
       CHECK(encoder.config().max_seq_length == c.max_positions());
-      CHECK(c.max_positions() == (family == "mpnet" ? 256 : 128));
+      CHECK(c.max_positions() == (family == "mpnet" || family == "modernbert" ? 256 : 128));
       const double tolerance = kRelativeTolerance * std::max(1.0, g.max_abs);
       for (const GoldenCase& gc : g.cases) {
         const std::vector<float> got = encoder.embed(gc.text);
@@ -260,6 +271,24 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
   CHECK(mpnet.type_vocab_size == 0);
   CHECK(mpnet.relative_attention_buckets == 32);
   CHECK(mpnet.max_positions() == 256);
+  const stile::EncoderConfig modern = config("modernbert");
+  CHECK(modern.family == stile::EncoderFamily::kModernBert);
+  CHECK((modern.num_layers == 3 && modern.pre_norm && modern.gated_ffn && !modern.position_table));
+  CHECK((!modern.norm_bias && !modern.attention_bias && !modern.mlp_bias));
+  CHECK(modern.layer_norm_eps == 1e-5f);
+  CHECK(modern.local_layers == std::vector<bool>{false, true, false});
+  CHECK(modern.local_attention == 16);
+  CHECK((modern.rope_theta_global == 160000.0f && modern.rope_theta_local == 10000.0f));
+  CHECK(modern.max_positions() == 256);
+  // The Hub's form (no layer_types, no rope_parameters) reads the same.
+  nlohmann::json hub = nlohmann::json::parse(read_text(kFamilies / "modernbert" / "config.json"));
+  hub.erase("layer_types");
+  hub.erase("rope_parameters");
+  hub["global_rope_theta"] = 160000.0;
+  hub["local_rope_theta"] = 10000.0;
+  const stile::EncoderConfig from_hub = stile::parse_encoder_config(hub.dump(), "x/config.json");
+  CHECK(from_hub.local_layers == modern.local_layers);
+  CHECK((from_hub.rope_theta_global == 160000.0f && from_hub.rope_theta_local == 10000.0f));
 
   // Without model_type, the class in "architectures" names the family; without both, BERT.
   nlohmann::json j = nlohmann::json::parse(read_text(kFamilies / "roberta" / "config.json"));
@@ -275,7 +304,7 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
 
 TEST_CASE("families: an unsupported model_type is refused naming the file and the field", "[model][families]") {
   const stile_test::TempDir tmp("families_type");
-  for (const std::string type : {"deberta-v2", "modernbert", "albert", "roberta-prelayernorm"}) {
+  for (const std::string type : {"deberta-v2", "albert", "roberta-prelayernorm"}) {
     DYNAMIC_SECTION(type) {
       const fs::path dir = tmp.path / type;
       copy_with_config("bert", dir, [&](nlohmann::json& c) { c["model_type"] = type; });
@@ -283,7 +312,7 @@ TEST_CASE("families: an unsupported model_type is refused naming the file and th
                           Contains((dir / "config.json").string()) &&
                               Contains("model_type \"" + type +
                                        "\" is not supported (supported: bert, distilbert, roberta, xlm-roberta, "
-                                       "camembert, electra, mpnet)"));
+                                       "camembert, electra, mpnet, modernbert)"));
     }
   }
 }
@@ -351,7 +380,7 @@ TEST_CASE("families: a directory with only pytorch_model.bin says only safetenso
 
 TEST_CASE("families: the shard store refuses a family other than BERT by name", "[model][families]") {
   const stile_test::TempDir tmp("families_store");
-  for (const std::string family : {"roberta", "distilbert", "electra", "mpnet"}) {
+  for (const std::string family : {"roberta", "distilbert", "electra", "mpnet", "modernbert"}) {
     DYNAMIC_SECTION(family) {
       REQUIRE_THROWS_WITH(stile::convert_checkpoint(kFamilies / family, tmp.path / (family + ".stile"), {}),
                           Contains((kFamilies / family / "config.json").string()) &&
@@ -392,9 +421,62 @@ TEST_CASE("families: an MPNet description or checkpoint it cannot run is refused
   write_text(bare / "model.safetensors", bytes);
   REQUIRE_THROWS_WITH(stile::BertModel::load(bare),
                       Contains((bare / "model.safetensors").string()) && Contains("has no tensor") && Contains(name));
-  // The multi-device layer runs BERT's layer only: it names what MPNet's adds.
-  const stile::BertWeights w = stile::BertWeights::load(kFamilies / "mpnet");
-  REQUIRE_THROWS_WITH(stile::DenseLayer::from_checkpoint(w.file, w.config, 0),
-                      Contains("model.safetensors") && Contains("model_type \"mpnet\"") &&
-                          Contains("a relative position bias in attention") && Contains("does not run"));
+  // The multi-device layer runs BERT's layer only: it names what MPNet's and ModernBERT's add.
+  for (const auto& [family, what] : {std::pair{"mpnet", "a relative position bias in attention"},
+                                     std::pair{"modernbert", "pre-LayerNorm, rotary positions"}}) {
+    const stile::BertWeights w = stile::BertWeights::load(kFamilies / family);
+    REQUIRE_THROWS_WITH(stile::DenseLayer::from_checkpoint(w.file, w.config, 0),
+                        Contains("model.safetensors") && Contains(std::string("model_type \"") + family + "\"") &&
+                            Contains(what) && Contains("does not run"));
+  }
+}
+
+TEST_CASE("families: a ModernBERT description it cannot run is refused naming the file and the field",
+          "[model][families][modernbert]") {
+  const stile_test::TempDir tmp("families_modernbert");
+  const auto refused = [&](const std::string& name, auto edit) {
+    const fs::path dir = tmp.path / name;
+    copy_with_config("modernbert", dir, edit);
+    return stile_test::error_of([&] { stile::BertModel::load(dir); });
+  };
+  const std::string config = "config.json";
+  // A window larger than the positions (the reference would attend globally on its local layers).
+  CHECK_THAT(refused("window", [](nlohmann::json& c) { c["local_attention"] = 512; }),
+             Contains(config) && Contains("local_attention 512 is larger than max_position_embeddings 256"));
+  CHECK_THAT(refused("rope", [](nlohmann::json& c) { c["rope_parameters"]["sliding_attention"]["rope_type"] = "linear"; }),
+             Contains(config) && Contains("rope_parameters.sliding_attention") && Contains("\"rope_type\" \"linear\""));
+  CHECK_THAT(refused("scaling", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "dynamic"}}; }),
+             Contains(config) && Contains("rope_scaling") && Contains("not supported"));
+  CHECK_THAT(refused("types", [](nlohmann::json& c) { c["layer_types"][1] = "chunked_attention"; }),
+             Contains(config) && Contains("layer_types[1] \"chunked_attention\" is not supported"));
+  CHECK_THAT(refused("act", [](nlohmann::json& c) { c["hidden_activation"] = "gelu_pytorch_tanh"; }),
+             Contains(config) && Contains("hidden_activation \"gelu_pytorch_tanh\" is not supported"));
+  // A bias the config promises and the checkpoint lacks.
+  CHECK_THAT(refused("bias", [](nlohmann::json& c) { c["attention_bias"] = true; }),
+             Contains("model.safetensors") && Contains("has no tensor") && Contains("model.layers.0.attn.Wqkv.bias"));
+  // A window of the whole sequence is global attention: every layer global gives the same numbers
+  // as a window (128 each side) wider than every case but the long one, left out here.
+  const fs::path global = tmp.path / "global";
+  copy_with_config("modernbert", global, [](nlohmann::json& c) { c["layer_types"][1] = "full_attention"; });
+  const fs::path wide = tmp.path / "wide";
+  copy_with_config("modernbert", wide, [](nlohmann::json& c) {
+    c["local_attention"] = 256;
+    c["rope_parameters"]["sliding_attention"]["rope_theta"] = 160000.0;
+  });
+  const Golden g = Golden::load(kFamilies / "modernbert");
+  std::vector<stile::Encoding> batch = tokenize(kFamilies / "modernbert", g);
+  batch.pop_back();
+  std::vector<float> a, b;
+  stile::BertModel::load(global).encode(batch, a);
+  stile::BertModel::load(wide).encode(batch, b);
+  CHECK(max_abs_diff(a, b) == 0.0);
+  const std::vector<float> want(g.rows.begin(), g.rows.begin() + static_cast<std::ptrdiff_t>(a.size()));
+  CHECK(max_abs_diff(a, want) > 1e-3);  // the window and the local base matter
+  // convert --checkpoint stores BERT-shaped tensors (separate Q, K, V; one FFN input): refused by name.
+  CHECK_THAT(stile_test::error_of([&] {
+               stile::write_quantized_checkpoint(kFamilies / "modernbert", tmp.path / "q", stile::LinearFormat::kInt8,
+                                                 stile::Int8Scheme::kSymmetricPerChannel);
+             }),
+             Contains("model.safetensors") && Contains("not supported by convert --checkpoint"));
+  CHECK(!fs::exists(tmp.path / "q"));
 }

@@ -14,6 +14,10 @@
 //   mpnet        mpnet.                    encoder.layer.l.attention.attn.{q,k,v,o},
 //                                          attention.LayerNorm, intermediate.dense,
 //                                          output.{dense,LayerNorm}
+//   modernbert   model.                    layers.l.attn.Wqkv (Q, K, V stacked), attn.Wo, attn_norm (none
+//                                          in layer 0), mlp_norm, mlp.Wi (input and gate stacked),
+//                                          mlp.Wo; embeddings.tok_embeddings, embeddings.norm and
+//                                          final_norm; a bias only where the config says
 // Embeddings: embeddings.{word,position,token_type}_embeddings and embeddings.LayerNorm
 // (DistilBERT, MPNet: no token types); ELECTRA also embeddings_project when embedding_size !=
 // hidden_size; MPNet also encoder.relative_attention_bias (the table every layer shares).
@@ -29,7 +33,9 @@
 namespace stile {
 
 // The full names (prefix included) of one layer's tensors.
+// A name is "" where the family has no such tensor (ModernBERT: its biases, layer 0's attention norm).
 struct LayerTensorNames {
+  std::string qkv_weight, qkv_bias;  // Q, K and V in one tensor (ModernBERT's Wqkv); then q_weight... are ""
   std::string q_weight, q_bias, k_weight, k_bias, v_weight, v_bias;
   std::string kv_weight;  // K and V stacked into one matrix, as errors name it
   std::string attn_out_weight, attn_out_bias, ln1_weight, ln1_bias;
@@ -38,11 +44,13 @@ struct LayerTensorNames {
 
 struct CheckpointNames {
   EncoderFamily family = EncoderFamily::kBert;
+  EncoderConfig config;                    // the description the names are of
   std::string prefix;                      // "" or the base model's prefix, "bert." say
   std::string word, position, token_type;  // token_type: "" when the family has none
   std::string embed_ln_weight, embed_ln_bias;
   std::string project_weight, project_bias;  // "" unless ELECTRA projects its embeddings
   std::string relative_attention_bias;       // "" unless MPNet
+  std::string final_ln_weight, final_ln_bias;  // "" unless ModernBERT (its final_norm)
 
   // The names in `file` of a checkpoint of config `c`.
   static CheckpointNames of(const EncoderConfig& c, const SafetensorsFile& file) {
@@ -51,20 +59,31 @@ struct CheckpointNames {
     // The base model's prefix a checkpoint with a head puts the encoder under.
     static constexpr const char *kBert[] = {"bert."}, *kDistilBert[] = {"distilbert."},
                                 *kRoberta[] = {"roberta.", "camembert.", "xlm_roberta."}, *kElectra[] = {"electra."},
-                                *kMpnet[] = {"mpnet."};
+                                *kMpnet[] = {"mpnet."}, *kModernBert[] = {"model."};
     std::span<const char* const> prefixes = kBert;
     if (c.family == EncoderFamily::kDistilBert) prefixes = kDistilBert;
     if (c.family == EncoderFamily::kRoberta) prefixes = kRoberta;
     if (c.family == EncoderFamily::kElectra) prefixes = kElectra;
     if (c.family == EncoderFamily::kMpnet) prefixes = kMpnet;
+    if (c.family == EncoderFamily::kModernBert) prefixes = kModernBert;
+    const bool modern = c.family == EncoderFamily::kModernBert;
+    const std::string word = modern ? "embeddings.tok_embeddings.weight" : "embeddings.word_embeddings.weight";
     for (const char* p : prefixes) {
-      if (file.find(std::string(p) + "embeddings.word_embeddings.weight") != nullptr) {
+      if (file.find(std::string(p) + word) != nullptr) {
         n.prefix = p;
         break;
       }
     }
+    n.config = c;
     const std::string e = n.prefix + "embeddings.";
-    n.word = e + "word_embeddings.weight";
+    n.word = n.prefix + word;
+    if (modern) {
+      n.embed_ln_weight = e + "norm.weight";
+      if (c.norm_bias) n.embed_ln_bias = e + "norm.bias";
+      n.final_ln_weight = n.prefix + "final_norm.weight";
+      if (c.norm_bias) n.final_ln_bias = n.prefix + "final_norm.bias";
+      return n;
+    }
     n.position = e + "position_embeddings.weight";
     if (c.type_vocab_size != 0) n.token_type = e + "token_type_embeddings.weight";
     n.embed_ln_weight = e + "LayerNorm.weight";
@@ -79,6 +98,20 @@ struct CheckpointNames {
 
   LayerTensorNames layer(std::size_t l) const {
     LayerTensorNames t;
+    if (family == EncoderFamily::kModernBert) {
+      const std::string p = prefix + "layers." + std::to_string(l) + ".";
+      const auto bias = [](bool has, const std::string& name) { return has ? name : std::string(); };
+      t.qkv_weight = p + "attn.Wqkv.weight", t.qkv_bias = bias(config.attention_bias, p + "attn.Wqkv.bias");
+      t.kv_weight = p + "attn.Wqkv.weight[K, V]";
+      t.attn_out_weight = p + "attn.Wo.weight", t.attn_out_bias = bias(config.attention_bias, p + "attn.Wo.bias");
+      if (l != 0) {  // layer 0's attn_norm is an Identity in the reference
+        t.ln1_weight = p + "attn_norm.weight", t.ln1_bias = bias(config.norm_bias, p + "attn_norm.bias");
+      }
+      t.ffn_in_weight = p + "mlp.Wi.weight", t.ffn_in_bias = bias(config.mlp_bias, p + "mlp.Wi.bias");
+      t.ffn_out_weight = p + "mlp.Wo.weight", t.ffn_out_bias = bias(config.mlp_bias, p + "mlp.Wo.bias");
+      t.ln2_weight = p + "mlp_norm.weight", t.ln2_bias = bias(config.norm_bias, p + "mlp_norm.bias");
+      return t;
+    }
     if (family == EncoderFamily::kDistilBert) {
       const std::string p = prefix + "transformer.layer." + std::to_string(l) + ".";
       t.q_weight = p + "attention.q_lin.weight", t.q_bias = p + "attention.q_lin.bias";

@@ -17,7 +17,15 @@
 //                                    scores (relative_attention_num_buckets, one table shared by
 //                                    every layer); positions as RoBERTa's with padding index 1; no
 //                                    token types.
-// Any other model_type (deberta, modernbert, albert, ...) is refused by name.
+//   modernbert                       pre-LayerNorm layers (layer 0 without its attention norm; a
+//                                    final norm), LayerNorms and linear layers with or without
+//                                    biases (norm_bias, attention_bias, mlp_bias), a gated FFN
+//                                    (GEGLU), no position table: rotary positions on Q and K
+//                                    (global and local rope thetas) and a sliding window on the
+//                                    local layers (layer_types, or every layer but each
+//                                    global_attn_every_n_layers-th; local_attention the whole
+//                                    window, half each side).
+// Any other model_type (deberta, albert, ...) is refused by name.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,7 +45,7 @@ namespace stile {
 
 // The layouts stile runs. RoBERTa stands for XLM-RoBERTa and CamemBERT too: the same layer, the
 // same positions (EncoderConfig::model_type keeps the name config.json gave).
-enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra, kMpnet };
+enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra, kMpnet, kModernBert };
 
 inline const char* to_string(EncoderFamily f) {
   switch (f) {
@@ -45,6 +54,7 @@ inline const char* to_string(EncoderFamily f) {
     case EncoderFamily::kRoberta: return "roberta";
     case EncoderFamily::kElectra: return "electra";
     case EncoderFamily::kMpnet: return "mpnet";
+    case EncoderFamily::kModernBert: return "modernbert";
   }
   return "?";
 }
@@ -66,6 +76,21 @@ struct EncoderConfig {
   // MPNet: rows of the relative position bias table (relative_attention_num_buckets); 0: none.
   std::size_t relative_attention_buckets = 0;
 
+  // The layer's shape (BERT's by default; ModernBERT's otherwise).
+  bool pre_norm = false;            // LayerNorm before attention and FFN (and a final norm), not after
+  bool norm_bias = true;            // LayerNorms with a bias (ModernBERT: norm_bias)
+  bool attention_bias = true;       // Q, K, V and output biases (attention_bias)
+  bool mlp_bias = true;             // the FFN's biases (mlp_bias)
+  bool gated_ffn = false;           // GEGLU: the first FFN GEMM makes 2 x intermediate, GELU(first half) x second
+  bool position_table = true;       // learned absolute positions in the embeddings (ModernBERT: rotary)
+  float rope_theta_global = 0.0f;   // rotary base of the global layers; 0: no rotary positions
+  float rope_theta_local = 0.0f;    // and of the local ones
+  std::size_t local_attention = 0;  // the local layers' whole window: |key - query| <= local_attention / 2
+  std::vector<bool> local_layers;   // per layer: sliding-window attention (empty: none)
+
+  bool rotary() const noexcept { return rope_theta_global > 0.0f; }
+  bool local_layer(std::size_t l) const noexcept { return l < local_layers.size() && local_layers[l]; }
+
   std::size_t head_dim() const noexcept { return num_heads == 0 ? 0 : hidden / num_heads; }
   // The width of the embedding sum and its LayerNorm; projected to `hidden` when it differs.
   std::size_t embedding_dim() const noexcept { return embedding_size == 0 ? hidden : embedding_size; }
@@ -80,7 +105,11 @@ struct EncoderConfig {
   // is BERT's: the paths that run BERT's layer only (the multi-device layer, the mapped forward)
   // refuse a family naming this.
   const char* layer_difference() const noexcept {
-    return family == EncoderFamily::kMpnet ? "a relative position bias in attention" : "";
+    if (family == EncoderFamily::kMpnet) return "a relative position bias in attention";
+    if (family == EncoderFamily::kModernBert) {
+      return "pre-LayerNorm, rotary positions, a sliding window and a gated FFN (GEGLU)";
+    }
+    return "";
   }
 };
 
@@ -91,7 +120,8 @@ namespace encoder_config_detail {
 // cannot overflow 64 bits.
 inline constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 24;
 
-inline constexpr const char* kSupportedTypes = "bert, distilbert, roberta, xlm-roberta, camembert, electra, mpnet";
+inline constexpr const char* kSupportedTypes =
+    "bert, distilbert, roberta, xlm-roberta, camembert, electra, mpnet, modernbert";
 
 // MPNet buckets relative positions into 32 buckets whatever its config says (the reference's
 // MPNetEncoder.compute_position_bias passes num_buckets=32): the table needs 32 rows at least.
@@ -118,11 +148,15 @@ inline std::size_t read_dimension(const nlohmann::json& root, const char* key, c
 // The family of a model_type, or false for one stile does not run.
 inline bool family_of_type(std::string_view type, EncoderFamily& family) {
   const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
-  if (type != "bert" && type != "distilbert" && type != "electra" && type != "mpnet" && !roberta) return false;
+  if (type != "bert" && type != "distilbert" && type != "electra" && type != "mpnet" && type != "modernbert" &&
+      !roberta) {
+    return false;
+  }
   family = roberta               ? EncoderFamily::kRoberta
            : type == "distilbert" ? EncoderFamily::kDistilBert
            : type == "electra"    ? EncoderFamily::kElectra
            : type == "mpnet"      ? EncoderFamily::kMpnet
+           : type == "modernbert" ? EncoderFamily::kModernBert
                                   : EncoderFamily::kBert;
   return true;
 }
@@ -134,7 +168,7 @@ inline std::string type_of_architecture(std::string_view arch) {
   static constexpr std::pair<const char*, const char*> kBases[] = {
       {"Bert", "bert"},          {"DistilBert", "distilbert"}, {"Roberta", "roberta"},
       {"XLMRoberta", "xlm-roberta"}, {"Camembert", "camembert"},   {"Electra", "electra"},
-      {"MPNet", "mpnet"}};
+      {"MPNet", "mpnet"},        {"ModernBert", "modernbert"}};
   for (const auto& [base, type] : kBases) {
     const std::string_view b = base;
     if (!arch.starts_with(b)) continue;
@@ -207,6 +241,99 @@ inline std::size_t read_pad_token_id(const nlohmann::json& root, const std::stri
   return static_cast<std::size_t>(value);
 }
 
+// A bool key, `otherwise` when absent (the reference's default).
+inline bool read_flag(const nlohmann::json& root, const char* key, bool otherwise, const std::string& file) {
+  const auto it = root.find(key);
+  if (it == root.end()) return otherwise;
+  if (!it->is_boolean()) fail(file, "\"", key, "\" must be true or false, got ", it->dump());
+  return it->get<bool>();
+}
+
+// A positive finite number, `otherwise` when absent; `where` names it in errors.
+inline double read_positive(const nlohmann::json& root, const char* key, double otherwise, const std::string& file,
+                            std::string_view where = {}) {
+  const auto it = root.find(key);
+  if (it == root.end()) return otherwise;
+  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0.0 ||
+      static_cast<float>(it->get<double>()) == 0.0f || !std::isfinite(static_cast<float>(it->get<double>()))) {
+    fail(file, where, "\"", key, "\" must be a positive number, got ", it->dump());
+  }
+  return it->get<double>();
+}
+
+// ModernBERT's keys (ModernBertConfig's defaults where absent, as the reference takes them).
+inline void read_modernbert(const nlohmann::json& root, const std::string& file, EncoderConfig& c) {
+  c.type_vocab_size = 0;
+  c.position_table = false;
+  c.pre_norm = true;
+  c.gated_ffn = true;
+  c.norm_bias = read_flag(root, "norm_bias", false, file);
+  c.attention_bias = read_flag(root, "attention_bias", false, file);
+  c.mlp_bias = read_flag(root, "mlp_bias", false, file);
+  const double eps = read_positive(root, "norm_eps", 1e-5, file);
+  if (eps >= 1.0) fail(file, "\"norm_eps\" must be a positive float below 1, got ", root.at("norm_eps").dump());
+  c.layer_norm_eps = static_cast<float>(eps);
+  c.hidden_act = root.contains("hidden_activation") ? read_activation(root, "hidden_activation", file) : "gelu";
+
+  // Which layers are local: layer_types when given, else every layer but each
+  // global_attn_every_n_layers-th (ModernBertConfig.__post_init__).
+  c.local_layers.assign(c.num_layers, false);
+  if (const auto types = root.find("layer_types"); types != root.end() && !types->is_null()) {
+    if (!types->is_array() || types->size() != c.num_layers) {
+      fail(file, "\"layer_types\" must be an array of num_hidden_layers (", c.num_layers, ") layer types, got ",
+           types->dump());
+    }
+    for (std::size_t l = 0; l < c.num_layers; ++l) {
+      const nlohmann::json& t = (*types)[l];
+      if (t != "full_attention" && t != "sliding_attention") {
+        fail(file, "layer_types[", l, "] ", t.dump(), " is not supported (\"full_attention\" or \"sliding_attention\")");
+      }
+      c.local_layers[l] = t == "sliding_attention";
+    }
+  } else {
+    std::size_t every = 3;
+    if (root.contains("global_attn_every_n_layers")) every = read_dimension(root, "global_attn_every_n_layers", file);
+    for (std::size_t l = 0; l < c.num_layers; ++l) c.local_layers[l] = l % every != 0;
+  }
+  c.local_attention = root.contains("local_attention") ? read_dimension(root, "local_attention", file) : 128;
+  // A window wider than the positions is no window at all (the reference would attend globally on
+  // its local layers): a description that contradicts itself, refused.
+  if (c.local_attention > c.max_position_embeddings) {
+    fail(file, "local_attention ", c.local_attention, " is larger than max_position_embeddings ",
+         c.max_position_embeddings, " (a local layer's window must be narrower than the positions)");
+  }
+
+  // Rotary bases: rope_parameters per layer type (the current form), else global_rope_theta and
+  // local_rope_theta (the form on the Hub); only the default rotary embedding (no scaling).
+  if (const auto scaling = root.find("rope_scaling"); scaling != root.end() && !scaling->is_null()) {
+    fail(file, "rope_scaling ", scaling->dump(), " is not supported (only the default rotary embedding)");
+  }
+  double global = 160000.0, local = 10000.0;
+  if (const auto rope = root.find("rope_parameters"); rope != root.end() && !rope->is_null()) {
+    if (!rope->is_object()) fail(file, "\"rope_parameters\" must be an object, got ", rope->dump());
+    for (const auto& [type, params] : rope->items()) {
+      if (type != "full_attention" && type != "sliding_attention") {
+        fail(file, "rope_parameters: layer type \"", type, "\" is not supported");
+      }
+      const std::string where = concat("rope_parameters.", type, ": ");
+      if (!params.is_object()) fail(file, where, "must be an object, got ", params.dump());
+      for (const auto& [key, value] : params.items()) {
+        if (key == "rope_theta") continue;
+        if (key == "rope_type" && value == "default") continue;
+        fail(file, where, "\"", key, "\" ", value.dump(), " is not supported (only rope_type \"default\" and rope_theta)");
+      }
+      (type == "full_attention" ? global : local) =
+          read_positive(params, "rope_theta", type == "full_attention" ? global : local, file, where);
+    }
+  } else {
+    global = read_positive(root, "global_rope_theta", global, file);
+    local = read_positive(root, "local_rope_theta", local, file);
+  }
+  c.rope_theta_global = static_cast<float>(global);
+  c.rope_theta_local = static_cast<float>(local);
+  if (c.head_dim() % 2 != 0) fail(file, "head dimension ", c.head_dim(), " is odd (rotary positions rotate pairs)");
+}
+
 }  // namespace encoder_config_detail
 
 // Parses config.json text; display_name names the file in error messages.
@@ -244,6 +371,13 @@ inline EncoderConfig parse_encoder_config(std::string_view json_text, const std:
   config.intermediate = read_dimension(root, "intermediate_size", display_name);
   config.vocab_size = read_dimension(root, "vocab_size", display_name);
   config.max_position_embeddings = read_dimension(root, "max_position_embeddings", display_name);
+  if (config.family == EncoderFamily::kModernBert) {
+    if (config.hidden % config.num_heads != 0) {
+      fail(display_name, "hidden_size ", config.hidden, " is not divisible by num_attention_heads ", config.num_heads);
+    }
+    read_modernbert(root, display_name, config);
+    return config;
+  }
   if (config.family == EncoderFamily::kMpnet) {
     // No token types; positions after padding index 1, fixed in MPNetEmbeddings whatever
     // pad_token_id says; the relative position bias table.

@@ -1,6 +1,7 @@
 #pragma once
-// The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, MPNet: one forward, the
-// family's differences read from its description, io/encoder_config.hpp): token ids in, last
+// The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, MPNet,
+// ModernBERT: one forward, the family's differences read from its description,
+// io/encoder_config.hpp): token ids in, last
 // hidden states out, for a batch of sequences of different lengths packed back to back, so no
 // work is spent on padding. Pooling helpers turn
 // hidden states into sentence embeddings (mean or CLS, then optional L2 normalization).
@@ -73,20 +74,34 @@ class BertModel {
              epilogue::Bias{.bias = w_.embeddings_project_bias.data()}, &threads);
     }
     timer.lap(OpKind::kEmbedding);
-    // MPNet's relative position bias: one table for the longest sequence, read by every layer.
-    std::vector<float> relative_bias;
-    AttentionPositions positions;
+    // The position terms, made once for the longest sequence and read by every layer: MPNet's
+    // relative position bias, ModernBERT's rotary tables (global and local bases).
+    const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<float> relative_bias, cos_global, sin_global, cos_local, sin_local;
+    AttentionPositions global, local;
     if (!w_.relative_attention_bias.empty()) {
-      const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
       mpnet_relative_bias(w_.relative_attention_bias.data(), c.num_heads, longest, relative_bias);
-      positions = {.relative_bias = relative_bias.data(), .span = longest};
+      global = {.relative_bias = relative_bias.data(), .span = longest};
+    }
+    if (c.rotary()) {
+      rotary_tables(c.rope_theta_global, c.head_dim(), longest, cos_global, sin_global);
+      rotary_tables(c.rope_theta_local, c.head_dim(), longest, cos_local, sin_local);
+      global = {.span = longest, .rotary_cos = cos_global.data(), .rotary_sin = sin_global.data()};
+      local = {.span = longest, .rotary_cos = cos_local.data(), .rotary_sin = sin_local.data(),
+               .window = c.local_attention / 2};
     }
     EncoderWorkspace ws;
     ws.times = times;
-    for (const BertLayerWeights& layer : w_.layers) {
-      LayerView<LinearView> view = layer.view(c);
-      view.positions = positions;
+    for (std::size_t l = 0; l < w_.layers.size(); ++l) {
+      LayerView<LinearView> view = w_.layers[l].view(c);
+      view.positions = c.local_layer(l) ? local : global;
       encoder_layer(view, c, hidden.data(), offsets, ws, threads);
+    }
+    if (!w_.final_ln_gamma.empty()) {  // ModernBERT's final_norm
+      OpTimer final_timer(times);
+      layer_norm_rows(w_.precision.layer(c.num_layers - 1).ops.layer_norm, hidden.data(), tokens, d, d,
+                      w_.final_ln_gamma.data(), w_.final_ln_beta.data(), c.layer_norm_eps, &threads);
+      final_timer.lap(OpKind::kLayerNorm);
     }
     return lengths;
   }

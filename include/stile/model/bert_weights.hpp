@@ -40,9 +40,9 @@ struct BertLayerWeights {
   LinearWeights kv;                                       // [2d x d]: K, then V
   std::vector<float> qkv_bias;                            // [3d]: Q (pre-scaled), K, V
   LinearWeights attn_out;                                 // [d x d]
-  std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]
-  LinearWeights ffn1;                                     // [d_ff x d]
-  std::vector<float> ffn1_bias;                           // [d_ff]
+  std::vector<float> attn_out_bias, ln1_gamma, ln1_beta;  // [d]; LayerNorm 1 empty: none (pre-norm layer 0)
+  LinearWeights ffn1;                                     // [d_ff x d] ([2 d_ff x d] gated)
+  std::vector<float> ffn1_bias;                           // [d_ff] ([2 d_ff] gated)
   LinearWeights ffn2;                                     // [d x d_ff]
   std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;      // [d]
   OpFormats ops;                                          // LayerNorm, GELU, softmax
@@ -63,8 +63,8 @@ struct BertLayerWeights {
     v.q_bias = qkv_bias.data();
     v.kv_bias = qkv_bias.data() + c.hidden;
     v.attn_out_bias = attn_out_bias.data();
-    v.ln1_gamma = ln1_gamma.data();
-    v.ln1_beta = ln1_beta.data();
+    v.ln1_gamma = ln1_gamma.empty() ? nullptr : ln1_gamma.data();  // none: ModernBERT's layer 0
+    v.ln1_beta = ln1_beta.empty() ? nullptr : ln1_beta.data();
     v.ffn_in_bias = ffn1_bias.data();
     v.ffn_out_bias = ffn2_bias.data();
     v.ln2_gamma = ln2_gamma.data();
@@ -73,6 +73,8 @@ struct BertLayerWeights {
     v.head_dim = c.head_dim();
     v.attn_scale = 1.0f;
     v.ops = ops;
+    v.pre_norm = c.pre_norm;
+    v.gated_ffn = c.gated_ffn;
     return v;
   }
 };
@@ -90,6 +92,8 @@ struct BertWeights {
   std::vector<float> embeddings_project_bias;  // [d]
   // MPNet's relative_attention_bias ([buckets x heads], fp32 whatever the precision); else empty.
   std::vector<float> relative_attention_bias;
+  // ModernBERT's final_norm after the last layer ([d]); else empty.
+  std::vector<float> final_ln_gamma, final_ln_beta;
   std::vector<BertLayerWeights> layers;
   ModelPrecision precision;
 
@@ -107,7 +111,7 @@ struct BertWeights {
     require(
         precision.layers.empty() || precision.layers.size() == config.num_layers,
         concat("model precision: ", precision.layers.size(), " layer precisions for ", config.num_layers, " layers"));
-    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, precision};
+    BertWeights w{std::move(config), std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, precision};
     const EncoderConfig& c = w.config;
     const std::size_t d = c.hidden, ff = c.intermediate, width = c.embedding_dim();
     // The family's tensor names (io/checkpoint_names.hpp); BERT's prefix is "bert." from a
@@ -149,10 +153,19 @@ struct BertWeights {
       w.word_embeddings_f32 = w.file.to_f32(word);
       w.word_embeddings = w.word_embeddings_f32;
     }
-    w.position_embeddings = load(names.position, {c.max_position_embeddings, width});
+    if (!names.position.empty()) w.position_embeddings = load(names.position, {c.max_position_embeddings, width});
     if (!names.token_type.empty()) w.token_type_embeddings = load(names.token_type, {c.type_vocab_size, width});
+    // A tensor the family does not have (ModernBERT's biases: its config says so) is zero: the
+    // kernels add it as BERT's, and x + 0 is x.
+    auto load_or_zero = [&](const std::string& name, std::size_t n) {
+      return name.empty() ? std::vector<float>(n, 0.0f) : load(name, {n});
+    };
     w.embed_ln_gamma = load(names.embed_ln_weight, {width});
-    w.embed_ln_beta = load(names.embed_ln_bias, {width});
+    w.embed_ln_beta = load_or_zero(names.embed_ln_bias, width);
+    if (!names.final_ln_weight.empty()) {
+      w.final_ln_gamma = load(names.final_ln_weight, {d});
+      w.final_ln_beta = load_or_zero(names.final_ln_bias, d);
+    }
     if (!names.project_weight.empty()) {
       w.embeddings_project = convert(stored(names.project_weight, d, width), LinearFormat::kF32);
       w.embeddings_project_bias = load(names.project_bias, {d});
@@ -161,38 +174,50 @@ struct BertWeights {
       w.relative_attention_bias = load(names.relative_attention_bias, {c.relative_attention_buckets, c.num_heads});
     }
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const std::size_t ff_in = c.gated_ffn ? 2 * ff : ff;  // GEGLU: input and gate stacked
     for (std::size_t l = 0; l < c.num_layers; ++l) {
       const LayerTensorNames n = names.layer(l);
       BertLayerWeights L;
       const LayerPrecision& lp = precision.layer(l);
       L.ops = lp.ops;
-      std::vector<StoredLinear> qkv;
-      L.qkv_bias.reserve(3 * d);
-      for (const auto& [weight, bias] : {std::pair{&n.q_weight, &n.q_bias}, std::pair{&n.k_weight, &n.k_bias},
-                                         std::pair{&n.v_weight, &n.v_bias}}) {
-        qkv.push_back(stored(*weight, d, d));
-        std::vector<float> bs = load(*bias, {d});
-        if (weight == &n.q_weight) {
-          qkv.back().scale_by(q_scale);
-          for (float& x : bs) x *= q_scale;
-        }
-        L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
+      if (c.gated_ffn && lp.ops.gelu == GeluFormat::kInteger) {
+        fail_in_file(w.file.path(), "model_type \"", c.model_type, "\": layer ", l,
+                     "'s gated FFN (GEGLU) has no integer-only form, so the integer GELU (the ibert preset) is "
+                     "not supported for it (fp32, fp16 and int8 are)");
       }
+      std::vector<StoredLinear> qkv;
+      if (!n.qkv_weight.empty()) {  // Q, K, V stacked in one tensor (ModernBERT's Wqkv)
+        const StoredLinear all = stored(n.qkv_weight, 3 * d, d);
+        qkv.push_back(slice_rows(all, 0, d, n.qkv_weight + "[Q]"));
+        qkv.push_back(slice_rows(all, d, d, n.qkv_weight + "[K]"));
+        qkv.push_back(slice_rows(all, 2 * d, d, n.qkv_weight + "[V]"));
+        L.qkv_bias = load_or_zero(n.qkv_bias, 3 * d);
+      } else {
+        for (const std::string* weight : {&n.q_weight, &n.k_weight, &n.v_weight}) qkv.push_back(stored(*weight, d, d));
+        for (const std::string* bias : {&n.q_bias, &n.k_bias, &n.v_bias}) {
+          const std::vector<float> bs = load_or_zero(*bias, d);
+          L.qkv_bias.insert(L.qkv_bias.end(), bs.begin(), bs.end());
+        }
+      }
+      qkv[0].scale_by(q_scale);
+      for (std::size_t i = 0; i < d; ++i) L.qkv_bias[i] *= q_scale;
       const LinearFormat qkv_format = lp.format(LinearOp::kQkv);
       L.q = convert(qkv[0], qkv_format);
       StoredLinear kv = stack_rows(std::move(qkv[1]), std::move(qkv[2]));
       kv.name = n.kv_weight;
       L.kv = convert(kv, qkv_format);
       L.attn_out = convert(stored(n.attn_out_weight, d, d), lp.format(LinearOp::kAttnOut));
-      L.attn_out_bias = load(n.attn_out_bias, {d});
-      L.ln1_gamma = load(n.ln1_weight, {d});
-      L.ln1_beta = load(n.ln1_bias, {d});
-      L.ffn1 = convert(stored(n.ffn_in_weight, ff, d), lp.format(LinearOp::kFfnIn));
-      L.ffn1_bias = load(n.ffn_in_bias, {ff});
+      L.attn_out_bias = load_or_zero(n.attn_out_bias, d);
+      if (!n.ln1_weight.empty()) {  // ModernBERT's layer 0 has no attention norm
+        L.ln1_gamma = load(n.ln1_weight, {d});
+        L.ln1_beta = load_or_zero(n.ln1_bias, d);
+      }
+      L.ffn1 = convert(stored(n.ffn_in_weight, ff_in, d), lp.format(LinearOp::kFfnIn));
+      L.ffn1_bias = load_or_zero(n.ffn_in_bias, ff_in);
       L.ffn2 = convert(stored(n.ffn_out_weight, d, ff), lp.format(LinearOp::kFfnOut));
-      L.ffn2_bias = load(n.ffn_out_bias, {d});
+      L.ffn2_bias = load_or_zero(n.ffn_out_bias, d);
       L.ln2_gamma = load(n.ln2_weight, {d});
-      L.ln2_beta = load(n.ln2_bias, {d});
+      L.ln2_beta = load_or_zero(n.ln2_bias, d);
       w.layers.push_back(std::move(L));
     }
     return w;

@@ -60,11 +60,16 @@ inline void check_token_ids(const Encoding& e, std::size_t len, const EncoderCon
 // out[t] += position[row of t] + token_type[type of t] for t < len; out holds the word rows, of
 // width c.embedding_dim(). The row of t is t, or for RoBERTa the reference's
 // create_position_ids_from_input_ids: padding_idx + (non-padding tokens up to t), and padding_idx
-// for a padding token. token_type is unused (may be null) when the model has no types.
+// for a padding token. token_type is unused (may be null) when the model has no types, position
+// when it has no position table (ModernBERT: nothing is added).
 inline void add_position_and_type(const Encoding& e, std::size_t len, const EncoderConfig& c, const float* position,
                                   const float* token_type, float* out) {
   const std::size_t d = c.embedding_dim();
   const bool typed = c.type_vocab_size != 0;
+  if (!c.position_table) {  // ModernBERT: positions are rotary, inside attention; no token types
+    require(!typed, "embeddings: token types without a position table");
+    return;
+  }
   std::size_t counted = 0;  // RoBERTa: non-padding tokens so far
   for (std::size_t t = 0; t < len; ++t) {
     std::size_t row = t;

@@ -110,6 +110,11 @@ inline void add_f16(std::vector<TensorToWrite>& out, const std::string& name, co
 // The tensors of the converted file (everything but the converted weights copied as they are).
 inline std::vector<TensorToWrite> converted_tensors(const SafetensorsFile& file, const EncoderConfig& c,
                                                     LinearFormat format, Int8Scheme scheme, std::size_t& converted) {
+  if (c.family == EncoderFamily::kModernBert) {
+    fail_in_file(file.path(), "model_type \"", c.model_type,
+                 "\" is not supported by convert --checkpoint (its Q, K, V and its gated FFN's halves are stacked "
+                 "in one tensor each; BertModel runs it from the float checkpoint)");
+  }
   const CheckpointNames names = CheckpointNames::of(c, file);  // the family's (io/checkpoint_names.hpp)
   const std::size_t d = c.hidden, ff = c.intermediate;
   std::vector<TensorToWrite> out;

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -182,6 +183,29 @@ inline StoredLinear stack_rows(StoredLinear a, StoredLinear b) {
   out.dense = a.dequantized();
   const std::vector<float> bd = b.dequantized();
   out.dense.insert(out.dense.end(), bd.begin(), bd.end());
+  return out;
+}
+
+// Rows [begin, begin + count) of w (ModernBERT's Q of its stacked Wqkv, say), named `name`.
+inline StoredLinear slice_rows(const StoredLinear& w, std::size_t begin, std::size_t count, std::string name) {
+  require(begin + count <= w.rows, "slice_rows: rows outside the weight");
+  StoredLinear out;
+  out.name = std::move(name);
+  out.rows = count;
+  out.cols = w.cols;
+  out.quantized = w.quantized;
+  out.zero_point = w.zero_point;
+  out.scheme = w.scheme;
+  const auto cut = [&](const auto& v, std::size_t width) {
+    return std::decay_t<decltype(v)>(v.begin() + static_cast<std::ptrdiff_t>(begin * width),
+                                     v.begin() + static_cast<std::ptrdiff_t>((begin + count) * width));
+  };
+  if (w.quantized) {
+    out.q = cut(w.q, w.cols);
+    out.scales = cut(w.scales, 1);
+  } else {
+    out.dense = cut(w.dense, w.cols);
+  }
   return out;
 }
 

@@ -6,7 +6,8 @@
 // and V are read in place from the fused QKV activations through the GEMM's strides and codecs,
 // and ctx_h is written in place into its columns of ctx: no head split or merge copies. A family's
 // position term (ops/position_terms.hpp: MPNet's relative position bias) is added to the scaled
-// scores before the softmax.
+// scores before the softmax; a local layer's window (ModernBERT) limits each softmax to its keys.
+#include <algorithm>
 #include <cstddef>
 #include <span>
 
@@ -24,11 +25,14 @@ namespace stile {
 // P V_h. Q_h, K_h, V_h are column slices read in place (strides ld_q, ld_kv). Single-threaded: the
 // callers parallelize over heads or query tiles. ctx may alias q (the scores GEMM is done with
 // Q_h before ctx_h is written). relative_bias, when set, is the head's bias by key - query
-// (AttentionPositions::head_bias), added to the scaled scores; the rows are queries first_query...
+// (AttentionPositions::head_bias), added to the scaled scores; window, when not 0, limits query i
+// to the keys j with |i - j| <= window (the others' probabilities are 0, as the reference's
+// masked scores give); the rows are queries first_query...
 inline void attention_head(const float* q, std::size_t ld_q, const float* k, const float* v, std::size_t ld_kv,
                            std::size_t rows, std::size_t s, std::size_t head_dim, float scale, float* scores,
                            float* ctx, std::size_t ld_ctx, SoftmaxFormat softmax = SoftmaxFormat::kF32,
-                           const float* relative_bias = nullptr, std::size_t first_query = 0) {
+                           const float* relative_bias = nullptr, std::size_t first_query = 0,
+                           std::size_t window = 0) {
   ThreadPool& serial = single_thread_pool();
   gemm(rows, q, ld_q, DenseF32(k, s, head_dim, ld_kv), scores, s, epilogue::None{}, &serial);
   if (relative_bias != nullptr) {
@@ -44,7 +48,18 @@ inline void attention_head(const float* q, std::size_t ld_q, const float* k, con
       }
     }
   }
-  softmax_rows(softmax, scores, rows, s, s, scale);
+  if (window == 0 || window + 1 >= s) {
+    softmax_rows(softmax, scores, rows, s, s, scale);
+  } else {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t i = first_query + r;
+      const std::size_t lo = i > window ? i - window : 0, hi = std::min(s, i + window + 1);
+      float* row = scores + r * s;
+      std::fill(row, row + lo, 0.0f);
+      std::fill(row + hi, row + s, 0.0f);
+      softmax_rows(softmax, row + lo, 1, hi - lo, s, scale);
+    }
+  }
   gemm(rows, scores, s, DenseF32Transposed(v, head_dim, s, ld_kv), ctx, ld_ctx, epilogue::None{}, &serial);
 }
 
@@ -58,7 +73,7 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
                            const AttentionPositions& positions = {}) {
   const std::size_t d = num_heads * head_dim;
   const std::size_t num_seqs = seq_offsets.size() - 1;
-  for (std::size_t i = 0; !positions.empty() && i < num_seqs; ++i) {
+  for (std::size_t i = 0; positions.span != 0 && i < num_seqs; ++i) {
     require(seq_offsets[i + 1] - seq_offsets[i] <= positions.span,
             "attention: a sequence longer than its position term's span");
   }
@@ -72,7 +87,7 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     const float* q = qkv + begin * ld_qkv + h * head_dim;
     attention_head(q, ld_qkv, q + d, q + 2 * d, ld_qkv, s, s, head_dim, scale, scores.data(),
                    ctx + begin * ld_ctx + h * head_dim, ld_ctx, softmax,
-                   positions.empty() ? nullptr : positions.head_bias(h));
+                   positions.relative_bias == nullptr ? nullptr : positions.head_bias(h), 0, positions.window);
   });
 }
 

@@ -171,7 +171,8 @@ void frugal_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, FrugalA
                           ThreadPool& pool) {
   static_assert(WeightMatrix<W>, "frugal layer: the weights must be one GEMM codec");
   require(tiles.query > 0 && tiles.keys > 0, "frugal layer: tile sizes must be positive");
-  require(w.positions.empty(), "frugal layer: runs BERT's attention only (no position term: encoder_layer runs one)");
+  require(w.positions.empty() && !w.pre_norm && !w.gated_ffn,
+          "frugal layer: runs BERT's layer only (no position term, pre-LayerNorm or gated FFN: encoder_layer runs those)");
   require(!seq_offsets.empty() && seq_offsets.front() == 0, "frugal layer: seq_offsets must start at 0");
   const std::size_t tokens = seq_offsets.back();
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width(), hd = w.head_dim;

@@ -33,9 +33,14 @@ struct LayerView {
   float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1 if W_q was pre-scaled
   OpFormats ops;            // LayerNorm, GELU and softmax formats (the untiled layer honours them)
   AttentionPositions positions;  // the family's position term in attention (MPNet); empty for BERT
+  // The layer's shape (BERT's by default). pre_norm: x += Attn(LN1(x)) (LN1 skipped when ln1_gamma
+  // is null), x += FFN(LN2(x)), as ModernBERT; else BERT's post-LayerNorm. gated_ffn: ffn_in makes
+  // [input | gate] (2 d_ff' rows) and the FFN is GELU(input) * gate (GEGLU).
+  bool pre_norm = false;
+  bool gated_ffn = false;
 
   std::size_t attn_width() const noexcept { return heads * head_dim; }
-  std::size_t ffn_width() const noexcept { return ffn_in.rows(); }
+  std::size_t ffn_width() const noexcept { return gated_ffn ? ffn_in.rows() / 2 : ffn_in.rows(); }
 };
 
 // The same layer over other weights (the five matrices in another codec): every bias, LayerNorm
@@ -62,6 +67,8 @@ LayerView<To> with_weights(const LayerView<From>& from, To q, To kv, To attn_out
   v.attn_scale = from.attn_scale;
   v.ops = from.ops;
   v.positions = from.positions;
+  v.pre_norm = from.pre_norm;
+  v.gated_ffn = from.gated_ffn;
   return v;
 }
 

@@ -8,6 +8,11 @@
 //          shared by every layer) gives each head's bias, as the reference's
 //          MPNetEncoder.compute_position_bias. The bias is computed once per request for its
 //          longest sequence and read by every layer.
+//   ModernBERT  rotary positions: Q and K of token t (its index in its sequence) rotated per head,
+//          pair (i, i + head_dim / 2) by the angle t * theta^(-2i / head_dim) (the reference's
+//          rotate_half form; theta: the global or the local layers' base), and on the local layers
+//          a sliding window: a query attends to the keys at most `window` tokens away (the
+//          reference's bidirectional sliding-window mask, window = local_attention / 2).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +24,14 @@ namespace stile {
 struct AttentionPositions {
   // MPNet: head h's bias for key - query = r (|r| < span) at relative_bias[h * (2 span - 1) + span - 1 + r].
   const float* relative_bias = nullptr;
-  std::size_t span = 0;
+  std::size_t span = 0;  // the longest sequence the tables cover
+  // ModernBERT: cos and sin of token t's angles at [t * head_dim / 2 + i] (applied by
+  // apply_rotary to Q and K before attention), and the local layers' window (0: global).
+  const float* rotary_cos = nullptr;
+  const float* rotary_sin = nullptr;
+  std::size_t window = 0;
 
-  bool empty() const noexcept { return relative_bias == nullptr; }
+  bool empty() const noexcept { return relative_bias == nullptr && rotary_cos == nullptr && window == 0; }
   // Head h's bias, centred on r = 0 (index it with key - query).
   const float* head_bias(std::size_t h) const noexcept { return relative_bias + h * (2 * span - 1) + span - 1; }
 };
@@ -50,6 +60,47 @@ inline void mpnet_relative_bias(const float* table, std::size_t heads, std::size
     const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i) - static_cast<std::ptrdiff_t>(span - 1);
     const float* row = table + mpnet_relative_bucket(r) * heads;
     for (std::size_t h = 0; h < heads; ++h) out[h * width + i] = row[h];
+  }
+}
+
+// The rotary tables for tokens 0..span-1 of a head of head_dim (even) values, base theta: the
+// reference's inv_freq = 1 / theta^(2i / head_dim) and angle t * inv_freq[i], in float32.
+inline void rotary_tables(float theta, std::size_t head_dim, std::size_t span, std::vector<float>& cos_out,
+                          std::vector<float>& sin_out) {
+  const std::size_t half = head_dim / 2;
+  std::vector<float> inv_freq(half);
+  for (std::size_t i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  }
+  cos_out.resize(span * half);
+  sin_out.resize(span * half);
+  for (std::size_t t = 0; t < span; ++t) {
+    for (std::size_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(t) * inv_freq[i];
+      cos_out[t * half + i] = std::cos(angle);
+      sin_out[t * half + i] = std::sin(angle);
+    }
+  }
+}
+
+// Rotates the `heads` heads of `rows` rows of x (row stride ld; head h at columns h * head_dim) as
+// token positions first_position... : for each pair (a, b) = (x[i], x[i + head_dim / 2]),
+// a' = a cos - b sin, b' = b cos + a sin.
+inline void apply_rotary(float* x, std::size_t ld, std::size_t rows, std::size_t first_position, std::size_t heads,
+                         std::size_t head_dim, const float* cos_table, const float* sin_table) {
+  const std::size_t half = head_dim / 2;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* c = cos_table + (first_position + r) * half;
+    const float* s = sin_table + (first_position + r) * half;
+    for (std::size_t h = 0; h < heads; ++h) {
+      float* a = x + r * ld + h * head_dim;
+      float* b = a + half;
+      for (std::size_t i = 0; i < half; ++i) {
+        const float ai = a[i], bi = b[i];
+        a[i] = ai * c[i] - bi * s[i];
+        b[i] = bi * c[i] + ai * s[i];
+      }
+    }
   }
 }
 

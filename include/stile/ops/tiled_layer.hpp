@@ -65,7 +65,8 @@ template <class W>
 void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets,
                          const LayerTiles& tiles, Arena& arena, ThreadPool& pool) {
   require(tiles.query > 0 && tiles.tokens > 0, "tiled layer: tile sizes must be positive");
-  require(w.positions.empty(), "tiled layer: runs BERT's attention only (no position term: encoder_layer runs one)");
+  require(w.positions.empty() && !w.pre_norm && !w.gated_ffn,
+          "tiled layer: runs BERT's layer only (no position term, pre-LayerNorm or gated FFN: encoder_layer runs those)");
   const std::size_t tokens = seq_offsets.back();
   if (tokens == 0) return;
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width(), hd = w.head_dim;
