@@ -18,9 +18,12 @@ model has 2 layers, hidden 64, 4 heads, FFN 128, the tokenizer's vocabulary size
 relative_attention_bias drawn N(0, 0.5)) also runs one long case of 120 SST-2 words (177 tokens;
 256 positions). ModernBERT: 3 layers (global attention in layers 0 and 2, a local window of 16
 tokens in layer 1), no biases (norm_bias, attention_bias, mlp_bias false), GEGLU FFN, rotary
-positions, on bert_wordpiece, with the same long case (173 tokens). Some are saved from a model with
+positions, on bert_wordpiece, with the same long case (173 tokens). deberta-v2: DeBERTa-v3's shape
+(relative attention, c2p and p2c, shared keys, LayerNorm'd relative embeddings N(0, 0.5), no
+absolute positions, no token types, LayerNorm eps 1e-7) with 32 position buckets over 64 relative
+positions, on deberta_v3, with the long case (172 tokens). Some are saved from a model with
 a head, so their tensors carry the base model's prefix (distilbert., electra., roberta., mpnet.,
-model.): the golden is the base model's output all the same.
+model., deberta.): the golden is the base model's output all the same.
 
 The weights: from_config's model with every parameter redrawn (seeded) so the layers do visible
 work (matrices N(0, 0.1), embeddings N(0, 0.5), biases N(0, 0.05), LayerNorm gamma 1 + N(0, 0.1)
@@ -42,7 +45,8 @@ import numpy as np  # noqa: E402
 import tokenizers  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import (BertConfig, BertModel, CamembertConfig, CamembertModel, DistilBertConfig,  # noqa: E402
+from transformers import (BertConfig, BertModel, CamembertConfig, CamembertModel, DebertaV2Config,  # noqa: E402
+                          DebertaV2ForSequenceClassification, DistilBertConfig,
                           DistilBertForSequenceClassification, ElectraConfig, ElectraForPreTraining,
                           ModernBertConfig, ModernBertForSequenceClassification, MPNetConfig,
                           MPNetForSequenceClassification, RobertaConfig, RobertaModel,
@@ -66,12 +70,16 @@ SST2_CASES = 5  # the first sentences of the train split of at most 40 words
 # sentences joined to LONG_WORDS words (about 150 tokens), so that relative distances reach past
 # every bucket boundary (8, 16, 32, 64, 128) and far past ModernBERT's window.
 LONG_WORDS = 120
-LONG_FAMILIES = {"mpnet", "modernbert"}
+LONG_FAMILIES = {"mpnet", "modernbert", "deberta-v2"}
 LONG_MAX_POSITIONS = 256  # their positions (MPNet's table: 2 rows more, its offset)
-NO_TOKEN_TYPES = {"distilbert", "mpnet", "modernbert"}  # their forward takes no token_type_ids
+NO_TOKEN_TYPES = {"distilbert", "mpnet", "modernbert", "deberta-v2"}  # no token_type_ids (DeBERTa: type_vocab_size 0)
 # ModernBERT: 3 layers, global attention every 2nd (layers 0 and 2; layer 1 local), a window of 16
 # tokens (8 each side), shorter than most cases.
 MODERNBERT = dict(layers=3, local_attention=16, global_attn_every_n_layers=2)
+# DeBERTa-v3's shape (relative attention, p2c and c2p, shared keys, LayerNorm'd relative embeddings,
+# no absolute positions, no token types) with 32 position buckets over 64 relative positions, so
+# that the long case's distances fall in the log-spaced buckets (beyond 16) and past the last one.
+DEBERTA = dict(position_buckets=32, max_relative_positions=64)
 
 SHAPE = dict(layers=2, hidden=64, heads=4, intermediate=128)
 MAX_POSITIONS = 128  # tokens a sequence may have (RoBERTa's table has 2 more rows: the offset)
@@ -124,6 +132,13 @@ def family_models(vocab):
              pad_token_id=0, bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3,
              attn_implementation="eager")),
          lambda m: m.model),
+        ("deberta-v2", "deberta_v3",
+         lambda: DebertaV2ForSequenceClassification(DebertaV2Config(
+             vocab_size=vocab["deberta_v3"], max_position_embeddings=LONG_MAX_POSITIONS, type_vocab_size=0,
+             position_biased_input=False, relative_attention=True, pos_att_type=["p2c", "c2p"],
+             share_att_key=True, norm_rel_ebd="layer_norm", pad_token_id=0, **DEBERTA,
+             **dict(common, layer_norm_eps=1e-7))),
+         lambda m: m.deberta),
     ]
 
 
@@ -165,6 +180,8 @@ def redraw(model, seed):
                 v = 0.05 * torch.randn(p.shape, generator=g)
             elif "relative_attention_bias" in name:  # MPNet's: large enough to move the softmax
                 v = 0.5 * torch.randn(p.shape, generator=g)
+            elif "rel_embeddings" in name:  # DeBERTa's: LayerNorm'd before use, any scale does
+                v = 0.5 * torch.randn(p.shape, generator=g)
             elif "embeddings" in name and p.dim() == 2 and "project" not in name:
                 v = 0.5 * torch.randn(p.shape, generator=g)
             else:
@@ -180,7 +197,7 @@ def main():
     torch.set_num_threads(1)
     texts = sst2_sentences() + HARD
     toks = {n: tokenizers.Tokenizer.from_file(os.path.join(TOKENIZERS, n + ".tokenizer.json"))
-            for n in ("bert_wordpiece", "roberta_bpe", "xlm_roberta")}
+            for n in ("bert_wordpiece", "roberta_bpe", "xlm_roberta", "deberta_v3")}
     vocab = {n: t.get_vocab_size() for n, t in toks.items()}
     for index, (family, tok_name, make, base_of) in enumerate(family_models(vocab)):
         out = os.path.join(a.out, family)

@@ -1,5 +1,5 @@
 // The encoder families stile runs (BERT, DistilBERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA, MPNet,
-// ModernBERT)
+// ModernBERT, DeBERTa-v2/v3)
 // against transformers: small random-weight models and their last hidden states in
 // data/families/<family> (scripts/make_family_goldens.py), loaded as a user loads a model directory
 // (BertModel::load, the tokenizer.json beside it, SentenceEncoder::load), in fp32 and in each
@@ -40,7 +40,7 @@ namespace {
 
 const fs::path kFamilies = fs::path(STILE_TEST_DATA_DIR) / "families";
 const std::vector<std::string> kFamilyDirs = {"bert",        "distilbert", "electra", "roberta", "camembert",
-                                              "xlm-roberta", "mpnet",      "modernbert"};
+                                              "xlm-roberta", "mpnet",      "modernbert", "deberta-v2"};
 
 // A float32 forward that sums in another order than PyTorch's: max |d| within this times the
 // larger of 1 and the golden's largest value.
@@ -160,7 +160,8 @@ TEST_CASE("families: each family's last hidden states equal transformers' (fp32)
 
 TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "[model][families]") {
   for (const std::string& family :
-       {std::string("roberta"), std::string("distilbert"), std::string("mpnet"), std::string("modernbert")}) {
+       {std::string("roberta"), std::string("distilbert"), std::string("mpnet"), std::string("modernbert"),
+        std::string("deberta-v2")}) {
     DYNAMIC_SECTION(family) {
       const fs::path dir = kFamilies / family;
       const Golden g = Golden::load(dir);
@@ -170,8 +171,9 @@ TEST_CASE("families: a padded batch gives the unpadded batch's hidden states", "
       model.encode(batch, want);
       std::size_t longest = 0;
       for (const stile::Encoding& e : batch) longest = std::max(longest, e.input_ids.size());
-      // The padding token a tokenizer appends: [PAD] 0 of bert_wordpiece, <pad> 1 of roberta_bpe.
-      const std::int32_t pad = family == "distilbert" || family == "modernbert" ? 0 : 1;
+      // The padding token a tokenizer appends: [PAD] 0 of bert_wordpiece and deberta_v3, <pad> 1 of
+      // roberta_bpe.
+      const std::int32_t pad = family == "roberta" || family == "mpnet" ? 1 : 0;
       for (stile::Encoding& e : batch) {
         e.attention_mask.assign(e.input_ids.size(), 1);
         e.attention_mask.resize(longest, 0);
@@ -221,7 +223,8 @@ TEST_CASE("families: SentenceEncoder::load runs each family's directory (mean po
       const stile::EncoderConfig& c = encoder.model().config();
       // The usable positions: RoBERTa's and MPNet's tables start after their padding index.
       CHECK(encoder.config().max_seq_length == c.max_positions());
-      CHECK(c.max_positions() == (family == "mpnet" || family == "modernbert" ? 256 : 128));
+      const bool long_family = family == "mpnet" || family == "modernbert" || family == "deberta-v2";
+      CHECK(c.max_positions() == (long_family ? 256 : 128));
       const double tolerance = kRelativeTolerance * std::max(1.0, g.max_abs);
       for (const GoldenCase& gc : g.cases) {
         const std::vector<float> got = encoder.embed(gc.text);
@@ -289,6 +292,18 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
   const stile::EncoderConfig from_hub = stile::parse_encoder_config(hub.dump(), "x/config.json");
   CHECK(from_hub.local_layers == modern.local_layers);
   CHECK((from_hub.rope_theta_global == 160000.0f && from_hub.rope_theta_local == 10000.0f));
+  const stile::EncoderConfig deberta = config("deberta-v2");
+  CHECK(deberta.family == stile::EncoderFamily::kDebertaV2);
+  CHECK((deberta.c2p && deberta.p2c && deberta.norm_relative_embeddings && !deberta.position_table));
+  CHECK((deberta.relative_span == 32 && deberta.position_buckets == 32 && deberta.max_relative_positions == 64));
+  CHECK(deberta.score_terms() == 3);
+  CHECK(deberta.type_vocab_size == 0);
+  CHECK(deberta.layer_norm_eps == 1e-7f);
+  // The older string form of pos_att_type reads the same.
+  nlohmann::json old = nlohmann::json::parse(read_text(kFamilies / "deberta-v2" / "config.json"));
+  old["pos_att_type"] = "p2c|c2p";
+  const stile::EncoderConfig from_string = stile::parse_encoder_config(old.dump(), "x/config.json");
+  CHECK((from_string.c2p && from_string.p2c));
 
   // Without model_type, the class in "architectures" names the family; without both, BERT.
   nlohmann::json j = nlohmann::json::parse(read_text(kFamilies / "roberta" / "config.json"));
@@ -304,7 +319,7 @@ TEST_CASE("families: the description read from each config.json", "[model][famil
 
 TEST_CASE("families: an unsupported model_type is refused naming the file and the field", "[model][families]") {
   const stile_test::TempDir tmp("families_type");
-  for (const std::string type : {"deberta-v2", "albert", "roberta-prelayernorm"}) {
+  for (const std::string type : {"deberta", "albert", "roberta-prelayernorm"}) {
     DYNAMIC_SECTION(type) {
       const fs::path dir = tmp.path / type;
       copy_with_config("bert", dir, [&](nlohmann::json& c) { c["model_type"] = type; });
@@ -312,7 +327,7 @@ TEST_CASE("families: an unsupported model_type is refused naming the file and th
                           Contains((dir / "config.json").string()) &&
                               Contains("model_type \"" + type +
                                        "\" is not supported (supported: bert, distilbert, roberta, xlm-roberta, "
-                                       "camembert, electra, mpnet, modernbert)"));
+                                       "camembert, electra, mpnet, modernbert, deberta-v2)"));
     }
   }
 }
@@ -380,7 +395,7 @@ TEST_CASE("families: a directory with only pytorch_model.bin says only safetenso
 
 TEST_CASE("families: the shard store refuses a family other than BERT by name", "[model][families]") {
   const stile_test::TempDir tmp("families_store");
-  for (const std::string family : {"roberta", "distilbert", "electra", "mpnet", "modernbert"}) {
+  for (const std::string family : {"roberta", "distilbert", "electra", "mpnet", "modernbert", "deberta-v2"}) {
     DYNAMIC_SECTION(family) {
       REQUIRE_THROWS_WITH(stile::convert_checkpoint(kFamilies / family, tmp.path / (family + ".stile"), {}),
                           Contains((kFamilies / family / "config.json").string()) &&
@@ -423,7 +438,8 @@ TEST_CASE("families: an MPNet description or checkpoint it cannot run is refused
                       Contains((bare / "model.safetensors").string()) && Contains("has no tensor") && Contains(name));
   // The multi-device layer runs BERT's layer only: it names what MPNet's and ModernBERT's add.
   for (const auto& [family, what] : {std::pair{"mpnet", "a relative position bias in attention"},
-                                     std::pair{"modernbert", "pre-LayerNorm, rotary positions"}}) {
+                                     std::pair{"modernbert", "pre-LayerNorm, rotary positions"},
+                                     std::pair{"deberta-v2", "disentangled attention"}}) {
     const stile::BertWeights w = stile::BertWeights::load(kFamilies / family);
     REQUIRE_THROWS_WITH(stile::DenseLayer::from_checkpoint(w.file, w.config, 0),
                         Contains("model.safetensors") && Contains(std::string("model_type \"") + family + "\"") &&
@@ -479,4 +495,53 @@ TEST_CASE("families: a ModernBERT description it cannot run is refused naming th
              }),
              Contains("model.safetensors") && Contains("not supported by convert --checkpoint"));
   CHECK(!fs::exists(tmp.path / "q"));
+}
+
+TEST_CASE("families: DeBERTa's relative position buckets are the reference's", "[model][families][deberta]") {
+  // transformers' make_log_bucket_position (query - key -> bucket), bucket_size 32 over 64 positions
+  // (the test model's) and DeBERTa-v3's 256 over 512; it is odd: -r -> -bucket.
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> want{
+      {0, 0, 0},     {15, 15, 15},  {16, 16, 16},  {17, 17, 17},  {20, 19, 20},  {40, 27, 40},
+      {63, 31, 63},  {64, 32, 64},  {100, 37, 100}, {200, 44, 169}, {600, 56, 270}};
+  for (const auto& [r, small, v3] : want) {
+    INFO("query - key = " << r);
+    CHECK(stile::deberta_relative_bucket(r, 32, 64) == small);
+    CHECK(stile::deberta_relative_bucket(-r, 32, 64) == -small);
+    CHECK(stile::deberta_relative_bucket(r, 256, 512) == v3);
+  }
+}
+
+TEST_CASE("families: a DeBERTa description or checkpoint it cannot run is refused by name", "[model][families][deberta]") {
+  const stile_test::TempDir tmp("families_deberta");
+  const auto refused = [&](const std::string& name, auto edit) {
+    const fs::path dir = tmp.path / name;
+    copy_with_config("deberta-v2", dir, edit);
+    return stile_test::error_of([&] { stile::BertModel::load(dir); });
+  };
+  // Without its relative embeddings: in the description, and in the checkpoint.
+  CHECK_THAT(refused("norel", [](nlohmann::json& c) { c["relative_attention"] = false; }),
+             Contains("config.json") && Contains("relative_attention is false") &&
+                 Contains("without its relative embeddings"));
+  CHECK_THAT(refused("absent", [](nlohmann::json& c) { c.erase("relative_attention"); }),
+             Contains("config.json") && Contains("relative_attention is false or absent"));
+  const fs::path bare = tmp.path / "bare";
+  copy_with_config("deberta-v2", bare, [](nlohmann::json&) {});
+  std::string bytes = read_text(bare / "model.safetensors");
+  const std::string name = "deberta.encoder.rel_embeddings.weight";
+  REQUIRE(bytes.find(name) != std::string::npos);
+  bytes.replace(bytes.find(name), name.size(), "deberta.encoder.rel_EMBEDDINGS.weight");
+  write_text(bare / "model.safetensors", bytes);
+  CHECK_THAT(stile_test::error_of([&] { stile::BertModel::load(bare); }),
+             Contains((bare / "model.safetensors").string()) && Contains("has no tensor") && Contains(name));
+  // What the disentangled attention does not implement.
+  CHECK_THAT(refused("p2p", [](nlohmann::json& c) { c["pos_att_type"] = {"p2c", "c2p", "p2p"}; }),
+             Contains("config.json") && Contains("pos_att_type \"p2p\" is not supported"));
+  CHECK_THAT(refused("share", [](nlohmann::json& c) { c["share_att_key"] = false; }),
+             Contains("config.json") && Contains("share_att_key false"));
+  CHECK_THAT(refused("conv", [](nlohmann::json& c) { c["conv_kernel_size"] = 3; }),
+             Contains("config.json") && Contains("conv_kernel_size"));
+  CHECK_THAT(refused("proj", [](nlohmann::json& c) { c["embedding_size"] = 32; }),
+             Contains("config.json") && Contains("embedding_size"));
+  CHECK_THAT(refused("norm", [](nlohmann::json& c) { c["norm_rel_ebd"] = "layer_norm|other"; }),
+             Contains("config.json") && Contains("norm_rel_ebd"));
 }

@@ -18,6 +18,9 @@
 //                                          in layer 0), mlp_norm, mlp.Wi (input and gate stacked),
 //                                          mlp.Wo; embeddings.tok_embeddings, embeddings.norm and
 //                                          final_norm; a bias only where the config says
+//   deberta-v2   deberta.                  encoder.layer.l.attention.self.{query,key,value}_proj,
+//                                          then BERT's names; encoder.rel_embeddings and
+//                                          encoder.LayerNorm (norm_rel_ebd "layer_norm")
 // Embeddings: embeddings.{word,position,token_type}_embeddings and embeddings.LayerNorm
 // (DistilBERT, MPNet: no token types); ELECTRA also embeddings_project when embedding_size !=
 // hidden_size; MPNet also encoder.relative_attention_bias (the table every layer shares).
@@ -51,6 +54,7 @@ struct CheckpointNames {
   std::string project_weight, project_bias;  // "" unless ELECTRA projects its embeddings
   std::string relative_attention_bias;       // "" unless MPNet
   std::string final_ln_weight, final_ln_bias;  // "" unless ModernBERT (its final_norm)
+  std::string rel_embeddings, rel_ln_weight, rel_ln_bias;  // "" unless DeBERTa-v2 (LayerNorm: if norm_rel_ebd)
 
   // The names in `file` of a checkpoint of config `c`.
   static CheckpointNames of(const EncoderConfig& c, const SafetensorsFile& file) {
@@ -59,13 +63,15 @@ struct CheckpointNames {
     // The base model's prefix a checkpoint with a head puts the encoder under.
     static constexpr const char *kBert[] = {"bert."}, *kDistilBert[] = {"distilbert."},
                                 *kRoberta[] = {"roberta.", "camembert.", "xlm_roberta."}, *kElectra[] = {"electra."},
-                                *kMpnet[] = {"mpnet."}, *kModernBert[] = {"model."};
+                                *kMpnet[] = {"mpnet."}, *kModernBert[] = {"model."},
+                                *kDeberta[] = {"deberta."};
     std::span<const char* const> prefixes = kBert;
     if (c.family == EncoderFamily::kDistilBert) prefixes = kDistilBert;
     if (c.family == EncoderFamily::kRoberta) prefixes = kRoberta;
     if (c.family == EncoderFamily::kElectra) prefixes = kElectra;
     if (c.family == EncoderFamily::kMpnet) prefixes = kMpnet;
     if (c.family == EncoderFamily::kModernBert) prefixes = kModernBert;
+    if (c.family == EncoderFamily::kDebertaV2) prefixes = kDeberta;
     const bool modern = c.family == EncoderFamily::kModernBert;
     const std::string word = modern ? "embeddings.tok_embeddings.weight" : "embeddings.word_embeddings.weight";
     for (const char* p : prefixes) {
@@ -84,7 +90,7 @@ struct CheckpointNames {
       if (c.norm_bias) n.final_ln_bias = n.prefix + "final_norm.bias";
       return n;
     }
-    n.position = e + "position_embeddings.weight";
+    if (c.position_table) n.position = e + "position_embeddings.weight";
     if (c.type_vocab_size != 0) n.token_type = e + "token_type_embeddings.weight";
     n.embed_ln_weight = e + "LayerNorm.weight";
     n.embed_ln_bias = e + "LayerNorm.bias";
@@ -93,6 +99,13 @@ struct CheckpointNames {
       n.project_bias = n.prefix + "embeddings_project.bias";
     }
     if (c.family == EncoderFamily::kMpnet) n.relative_attention_bias = n.prefix + "encoder.relative_attention_bias.weight";
+    if (c.disentangled()) {
+      n.rel_embeddings = n.prefix + "encoder.rel_embeddings.weight";
+      if (c.norm_relative_embeddings) {
+        n.rel_ln_weight = n.prefix + "encoder.LayerNorm.weight";
+        n.rel_ln_bias = n.prefix + "encoder.LayerNorm.bias";
+      }
+    }
     return n;
   }
 
@@ -133,6 +146,13 @@ struct CheckpointNames {
       t.kv_weight = p + "attention.attn.k/v.weight";
       t.attn_out_weight = p + "attention.attn.o.weight", t.attn_out_bias = p + "attention.attn.o.bias";
       t.ln1_weight = p + "attention.LayerNorm.weight", t.ln1_bias = p + "attention.LayerNorm.bias";
+    } else if (family == EncoderFamily::kDebertaV2) {
+      t.q_weight = p + "attention.self.query_proj.weight", t.q_bias = p + "attention.self.query_proj.bias";
+      t.k_weight = p + "attention.self.key_proj.weight", t.k_bias = p + "attention.self.key_proj.bias";
+      t.v_weight = p + "attention.self.value_proj.weight", t.v_bias = p + "attention.self.value_proj.bias";
+      t.kv_weight = p + "attention.self.key_proj/value_proj.weight";
+      t.attn_out_weight = p + "attention.output.dense.weight", t.attn_out_bias = p + "attention.output.dense.bias";
+      t.ln1_weight = p + "attention.output.LayerNorm.weight", t.ln1_bias = p + "attention.output.LayerNorm.bias";
     } else {
       t.q_weight = p + "attention.self.query.weight", t.q_bias = p + "attention.self.query.bias";
       t.k_weight = p + "attention.self.key.weight", t.k_bias = p + "attention.self.key.bias";

@@ -25,7 +25,14 @@
 //                                    local layers (layer_types, or every layer but each
 //                                    global_attn_every_n_layers-th; local_attention the whole
 //                                    window, half each side).
+//   deberta-v2                       BERT's layer with disentangled attention: content-to-position
+//                                    and position-to-content score terms (pos_att_type) from the
+//                                    LayerNorm'd relative embeddings through the layer's own key and
+//                                    query projections (share_att_key), relative positions in
+//                                    log buckets (position_buckets, max_relative_positions);
+//                                    absolute positions only if position_biased_input.
 // Any other model_type (deberta, albert, ...) is refused by name.
+#include <cctype>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +52,7 @@ namespace stile {
 
 // The layouts stile runs. RoBERTa stands for XLM-RoBERTa and CamemBERT too: the same layer, the
 // same positions (EncoderConfig::model_type keeps the name config.json gave).
-enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra, kMpnet, kModernBert };
+enum class EncoderFamily : std::uint8_t { kBert, kDistilBert, kRoberta, kElectra, kMpnet, kModernBert, kDebertaV2 };
 
 inline const char* to_string(EncoderFamily f) {
   switch (f) {
@@ -55,6 +62,7 @@ inline const char* to_string(EncoderFamily f) {
     case EncoderFamily::kElectra: return "electra";
     case EncoderFamily::kMpnet: return "mpnet";
     case EncoderFamily::kModernBert: return "modernbert";
+    case EncoderFamily::kDebertaV2: return "deberta-v2";
   }
   return "?";
 }
@@ -88,7 +96,20 @@ struct EncoderConfig {
   std::size_t local_attention = 0;  // the local layers' whole window: |key - query| <= local_attention / 2
   std::vector<bool> local_layers;   // per layer: sliding-window attention (empty: none)
 
+  // DeBERTa-v2/v3's disentangled attention: the score terms it adds (c2p: content to position, p2c:
+  // position to content), the relative embeddings' rows (2 x relative_span), their LayerNorm, the
+  // log buckets (position_buckets > 0: relative positions beyond position_buckets / 2 bucketed up
+  // to max_relative_positions).
+  bool c2p = false, p2c = false;
+  std::size_t relative_span = 0;  // position_buckets if set, else max_relative_positions; 0: none
+  std::size_t position_buckets = 0;
+  std::size_t max_relative_positions = 0;
+  bool norm_relative_embeddings = false;  // norm_rel_ebd "layer_norm"
+
   bool rotary() const noexcept { return rope_theta_global > 0.0f; }
+  bool disentangled() const noexcept { return relative_span > 0; }
+  // DeBERTa's attention scale, 1/sqrt(head_dim x (1 + the score terms)); else 1/sqrt(head_dim).
+  std::size_t score_terms() const noexcept { return 1 + (c2p ? 1 : 0) + (p2c ? 1 : 0); }
   bool local_layer(std::size_t l) const noexcept { return l < local_layers.size() && local_layers[l]; }
 
   std::size_t head_dim() const noexcept { return num_heads == 0 ? 0 : hidden / num_heads; }
@@ -109,6 +130,7 @@ struct EncoderConfig {
     if (family == EncoderFamily::kModernBert) {
       return "pre-LayerNorm, rotary positions, a sliding window and a gated FFN (GEGLU)";
     }
+    if (family == EncoderFamily::kDebertaV2) return "disentangled attention (relative position score terms)";
     return "";
   }
 };
@@ -121,7 +143,7 @@ namespace encoder_config_detail {
 inline constexpr std::uint64_t kMaxDimension = std::uint64_t{1} << 24;
 
 inline constexpr const char* kSupportedTypes =
-    "bert, distilbert, roberta, xlm-roberta, camembert, electra, mpnet, modernbert";
+    "bert, distilbert, roberta, xlm-roberta, camembert, electra, mpnet, modernbert, deberta-v2";
 
 // MPNet buckets relative positions into 32 buckets whatever its config says (the reference's
 // MPNetEncoder.compute_position_bias passes num_buckets=32): the table needs 32 rows at least.
@@ -149,7 +171,7 @@ inline std::size_t read_dimension(const nlohmann::json& root, const char* key, c
 inline bool family_of_type(std::string_view type, EncoderFamily& family) {
   const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
   if (type != "bert" && type != "distilbert" && type != "electra" && type != "mpnet" && type != "modernbert" &&
-      !roberta) {
+      type != "deberta-v2" && !roberta) {
     return false;
   }
   family = roberta               ? EncoderFamily::kRoberta
@@ -157,6 +179,7 @@ inline bool family_of_type(std::string_view type, EncoderFamily& family) {
            : type == "electra"    ? EncoderFamily::kElectra
            : type == "mpnet"      ? EncoderFamily::kMpnet
            : type == "modernbert" ? EncoderFamily::kModernBert
+           : type == "deberta-v2" ? EncoderFamily::kDebertaV2
                                   : EncoderFamily::kBert;
   return true;
 }
@@ -168,7 +191,7 @@ inline std::string type_of_architecture(std::string_view arch) {
   static constexpr std::pair<const char*, const char*> kBases[] = {
       {"Bert", "bert"},          {"DistilBert", "distilbert"}, {"Roberta", "roberta"},
       {"XLMRoberta", "xlm-roberta"}, {"Camembert", "camembert"},   {"Electra", "electra"},
-      {"MPNet", "mpnet"},        {"ModernBert", "modernbert"}};
+      {"MPNet", "mpnet"},        {"ModernBert", "modernbert"}, {"DebertaV2", "deberta-v2"}};
   for (const auto& [base, type] : kBases) {
     const std::string_view b = base;
     if (!arch.starts_with(b)) continue;
@@ -334,6 +357,88 @@ inline void read_modernbert(const nlohmann::json& root, const std::string& file,
   if (c.head_dim() % 2 != 0) fail(file, "head dimension ", c.head_dim(), " is odd (rotary positions rotate pairs)");
 }
 
+// An integer key that may be absent or non-positive (DeBERTa's -1: "none"): `otherwise` then.
+inline std::int64_t read_optional_int(const nlohmann::json& root, const char* key, std::int64_t otherwise,
+                                      const std::string& file) {
+  const auto it = root.find(key);
+  if (it == root.end() || it->is_null()) return otherwise;
+  if (!it->is_number_integer()) fail(file, "\"", key, "\" must be an integer, got ", it->dump());
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() > kMaxDimension) {
+    fail(file, "\"", key, "\" is ", it->dump(), ", larger than the limit ", kMaxDimension);
+  }
+  return it->get<std::int64_t>();
+}
+
+// DeBERTa-v2/v3's keys (DebertaV2Config's defaults where absent, as the reference reads them).
+inline void read_deberta_v2(const nlohmann::json& root, const std::string& file, EncoderConfig& c) {
+  c.type_vocab_size = root.contains("type_vocab_size") && root.at("type_vocab_size") != 0
+                          ? read_dimension(root, "type_vocab_size", file)
+                          : 0;
+  c.layer_norm_eps = root.contains("layer_norm_eps") ? read_layer_norm_eps(root, file) : 1e-7f;
+  c.hidden_act = root.contains("hidden_act") ? read_activation(root, "hidden_act", file) : "gelu";
+  c.position_table = read_flag(root, "position_biased_input", true, file);
+  if (!read_flag(root, "relative_attention", false, file)) {
+    fail(file, "relative_attention is false or absent: a DeBERTa without its relative embeddings is not "
+               "supported (its attention is the disentangled one)");
+  }
+  // pos_att_type: a list, or the older "p2c|c2p" string.
+  if (const auto types = root.find("pos_att_type"); types != root.end() && !types->is_null()) {
+    std::vector<std::string> names;
+    if (types->is_string()) {
+      std::string all = types->get<std::string>(), part;
+      for (char ch : all + "|") {
+        if (ch != '|') {
+          if (ch != ' ') part += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          continue;
+        }
+        names.push_back(part), part.clear();
+      }
+    } else if (types->is_array()) {
+      for (const nlohmann::json& t : *types) {
+        if (!t.is_string()) fail(file, "\"pos_att_type\" must hold strings, got ", types->dump());
+        names.push_back(t.get<std::string>());
+      }
+    } else {
+      fail(file, "\"pos_att_type\" must be a list or a string, got ", types->dump());
+    }
+    for (const std::string& n : names) {
+      if (n == "c2p") c.c2p = true;
+      else if (n == "p2c") c.p2c = true;
+      else fail(file, "pos_att_type \"", n, "\" is not supported (only \"c2p\" and \"p2c\")");
+    }
+  }
+  if (!read_flag(root, "share_att_key", false, file) && (c.c2p || c.p2c)) {
+    fail(file, "share_att_key false (or absent) is not supported: the relative terms through separate pos_key_proj "
+               "/ pos_query_proj (DeBERTa-v2/v3 checkpoints share the attention's keys)");
+  }
+  const std::int64_t buckets = read_optional_int(root, "position_buckets", -1, file);
+  std::int64_t max_relative = read_optional_int(root, "max_relative_positions", -1, file);
+  if (max_relative < 1) max_relative = static_cast<std::int64_t>(c.max_position_embeddings);
+  c.max_relative_positions = static_cast<std::size_t>(max_relative);
+  c.position_buckets = buckets > 0 ? static_cast<std::size_t>(buckets) : 0;
+  c.relative_span = c.position_buckets > 0 ? c.position_buckets : c.max_relative_positions;
+  if (c.position_buckets > 0 && (c.position_buckets < 4 || c.max_relative_positions <= c.position_buckets / 2 + 1)) {
+    fail(file, "position_buckets ", c.position_buckets, " with max_relative_positions ", c.max_relative_positions,
+         " gives no log buckets (the buckets need max_relative_positions - 1 > position_buckets / 2 >= 2)");
+  }
+  if (const auto norm = root.find("norm_rel_ebd"); norm != root.end() && !norm->is_null()) {
+    if (*norm == "layer_norm") {
+      c.norm_relative_embeddings = true;
+    } else if (*norm != "none") {
+      fail(file, "norm_rel_ebd ", norm->dump(), " is not supported (\"layer_norm\" or \"none\")");
+    }
+  }
+  if (read_optional_int(root, "conv_kernel_size", 0, file) > 0) {
+    fail(file, "conv_kernel_size > 0 is not supported (DeBERTa-v2's convolution after the first layer)");
+  }
+  if (root.contains("embedding_size") && read_dimension(root, "embedding_size", file) != c.hidden) {
+    fail(file, "embedding_size different from hidden_size is not supported (DeBERTa's embed_proj)");
+  }
+  if (root.contains("attention_head_size") && read_dimension(root, "attention_head_size", file) != c.head_dim()) {
+    fail(file, "attention_head_size different from hidden_size / num_attention_heads is not supported");
+  }
+}
+
 }  // namespace encoder_config_detail
 
 // Parses config.json text; display_name names the file in error messages.
@@ -376,6 +481,13 @@ inline EncoderConfig parse_encoder_config(std::string_view json_text, const std:
       fail(display_name, "hidden_size ", config.hidden, " is not divisible by num_attention_heads ", config.num_heads);
     }
     read_modernbert(root, display_name, config);
+    return config;
+  }
+  if (config.family == EncoderFamily::kDebertaV2) {
+    if (config.hidden % config.num_heads != 0) {
+      fail(display_name, "hidden_size ", config.hidden, " is not divisible by num_attention_heads ", config.num_heads);
+    }
+    read_deberta_v2(root, display_name, config);
     return config;
   }
   if (config.family == EncoderFamily::kMpnet) {

@@ -1,6 +1,6 @@
 #pragma once
 // The BERT-shaped encoder (BERT, DistilBERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, MPNet,
-// ModernBERT: one forward, the family's differences read from its description,
+// ModernBERT, DeBERTa-v2/v3: one forward, the family's differences read from its description,
 // io/encoder_config.hpp): token ids in, last
 // hidden states out, for a batch of sequences of different lengths packed back to back, so no
 // work is spent on padding. Pooling helpers turn
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -75,7 +76,8 @@ class BertModel {
     }
     timer.lap(OpKind::kEmbedding);
     // The position terms, made once for the longest sequence and read by every layer: MPNet's
-    // relative position bias, ModernBERT's rotary tables (global and local bases).
+    // relative position bias, ModernBERT's rotary tables (global and local bases), DeBERTa's
+    // relative embedding rows (its projections are the layer's, made at load).
     const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
     std::vector<float> relative_bias, cos_global, sin_global, cos_local, sin_local;
     AttentionPositions global, local;
@@ -90,11 +92,22 @@ class BertModel {
       local = {.span = longest, .rotary_cos = cos_local.data(), .rotary_sin = sin_local.data(),
                .window = c.local_attention / 2};
     }
+    std::vector<std::int32_t> rel_rows;  // DeBERTa: relative embedding row by query - key
+    if (c.disentangled()) {
+      deberta_relative_rows(longest, c.relative_span, c.position_buckets, c.max_relative_positions, rel_rows);
+      global = {.span = longest,
+                .pos_rows = 2 * c.relative_span,
+                .pos_ld = d,
+                .rel_row = rel_rows.data() + (longest - 1)};
+    }
     EncoderWorkspace ws;
     ws.times = times;
     for (std::size_t l = 0; l < w_.layers.size(); ++l) {
-      LayerView<LinearView> view = w_.layers[l].view(c);
+      const BertLayerWeights& layer = w_.layers[l];
+      LayerView<LinearView> view = layer.view(c);
       view.positions = c.local_layer(l) ? local : global;
+      if (!layer.pos_key.empty()) view.positions.pos_key = layer.pos_key.data();
+      if (!layer.pos_query.empty()) view.positions.pos_query = layer.pos_query.data();
       encoder_layer(view, c, hidden.data(), offsets, ws, threads);
     }
     if (!w_.final_ln_gamma.empty()) {  // ModernBERT's final_norm

@@ -1,5 +1,6 @@
 #pragma once
-// The weights of a BERT-shaped encoder (BERT, DistilBERT, RoBERTa, ELECTRA, MPNet: io/encoder_config.hpp),
+// The weights of a BERT-shaped encoder (BERT, DistilBERT, RoBERTa, ELECTRA, MPNet, ModernBERT,
+// DeBERTa-v2: io/encoder_config.hpp),
 // read from a Hugging Face safetensors checkpoint by its family's tensor names
 // (io/checkpoint_names.hpp) and checked against its config: an fp32 (or F16/BF16) checkpoint, or a
 // quantized one written by `convert --checkpoint` (docs/quantized_checkpoint.md), whose I8 / F16
@@ -27,7 +28,9 @@
 #include "stile/io/checkpoint_names.hpp"
 #include "stile/io/encoder_config.hpp"
 #include "stile/io/safetensors.hpp"
+#include "stile/core/thread_pool.hpp"
 #include "stile/kernels/gemm.hpp"
+#include "stile/kernels/rowwise.hpp"
 #include "stile/model/stored_linear.hpp"
 #include "stile/ops/layer_view.hpp"
 #include "stile/ops/linear.hpp"
@@ -46,6 +49,9 @@ struct BertLayerWeights {
   LinearWeights ffn2;                                     // [d x d_ff]
   std::vector<float> ffn2_bias, ln2_gamma, ln2_beta;      // [d]
   OpFormats ops;                                          // LayerNorm, GELU, softmax
+  // DeBERTa: the relative embeddings (LayerNorm'd) through this layer's key projection (c2p) and
+  // its pre-scaled query projection (p2c), [2 relative_span x d], fp32; empty when the term is off.
+  std::vector<float> pos_key, pos_query;
 
   // Bytes of the GEMM weights in their formats.
   std::size_t linear_bytes() const noexcept {
@@ -173,7 +179,25 @@ struct BertWeights {
     if (!names.relative_attention_bias.empty()) {
       w.relative_attention_bias = load(names.relative_attention_bias, {c.relative_attention_buckets, c.num_heads});
     }
-    const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    // DeBERTa's relative embeddings, LayerNorm'd once (norm_rel_ebd), for every layer's projections.
+    std::vector<float> rel;
+    const std::size_t rel_rows = 2 * c.relative_span;
+    if (!names.rel_embeddings.empty()) {
+      rel = load(names.rel_embeddings, {rel_rows, d});
+      if (!names.rel_ln_weight.empty()) {
+        const std::vector<float> gamma = load(names.rel_ln_weight, {d}), beta = load(names.rel_ln_bias, {d});
+        layer_norm_rows(rel.data(), rel_rows, d, d, gamma.data(), beta.data(), c.layer_norm_eps);
+      }
+    }
+    // rows [rel_rows x d] = rel W^T + b, in fp32 whatever the layer's precision.
+    auto project_rel = [&](const StoredLinear& weight, const float* bias) {
+      std::vector<float> out(rel_rows * d);
+      const LinearWeights f32 = convert(weight, LinearFormat::kF32);
+      linear(rel_rows, rel.data(), d, f32.view(), out.data(), d, epilogue::Bias{.bias = bias}, &single_thread_pool());
+      return out;
+    };
+    // Q is pre-scaled by the attention's scale: 1/sqrt(head_dim), DeBERTa's 1/sqrt(head_dim x terms).
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim() * (c.disentangled() ? c.score_terms() : 1)));
     const std::size_t ff_in = c.gated_ffn ? 2 * ff : ff;  // GEGLU: input and gate stacked
     for (std::size_t l = 0; l < c.num_layers; ++l) {
       const LayerTensorNames n = names.layer(l);
@@ -201,6 +225,8 @@ struct BertWeights {
       }
       qkv[0].scale_by(q_scale);
       for (std::size_t i = 0; i < d; ++i) L.qkv_bias[i] *= q_scale;
+      if (c.disentangled() && c.c2p) L.pos_key = project_rel(qkv[1], L.qkv_bias.data() + d);
+      if (c.disentangled() && c.p2c) L.pos_query = project_rel(qkv[0], L.qkv_bias.data());
       const LinearFormat qkv_format = lp.format(LinearOp::kQkv);
       L.q = convert(qkv[0], qkv_format);
       StoredLinear kv = stack_rows(std::move(qkv[1]), std::move(qkv[2]));

@@ -61,13 +61,18 @@ inline void check_token_ids(const Encoding& e, std::size_t len, const EncoderCon
 // width c.embedding_dim(). The row of t is t, or for RoBERTa the reference's
 // create_position_ids_from_input_ids: padding_idx + (non-padding tokens up to t), and padding_idx
 // for a padding token. token_type is unused (may be null) when the model has no types, position
-// when it has no position table (ModernBERT: nothing is added).
+// when it has no position table (ModernBERT, DeBERTa-v3).
 inline void add_position_and_type(const Encoding& e, std::size_t len, const EncoderConfig& c, const float* position,
                                   const float* token_type, float* out) {
   const std::size_t d = c.embedding_dim();
   const bool typed = c.type_vocab_size != 0;
-  if (!c.position_table) {  // ModernBERT: positions are rotary, inside attention; no token types
-    require(!typed, "embeddings: token types without a position table");
+  if (!c.position_table) {  // positions inside attention (ModernBERT, DeBERTa-v3): types only, if any
+    for (std::size_t t = 0; typed && t < len; ++t) {
+      const std::size_t type = e.token_type_ids.empty() ? 0 : static_cast<std::size_t>(e.token_type_ids[t]);
+      const float* tt = token_type + type * d;
+      float* r = out + t * d;
+      for (std::size_t i = 0; i < d; ++i) r[i] = r[i] + tt[i];
+    }
     return;
   }
   std::size_t counted = 0;  // RoBERTa: non-padding tokens so far

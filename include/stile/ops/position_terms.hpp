@@ -13,6 +13,12 @@
 //          rotate_half form; theta: the global or the local layers' base), and on the local layers
 //          a sliding window: a query attends to the keys at most `window` tokens away (the
 //          reference's bidirectional sliding-window mask, window = local_attention / 2).
+//   DeBERTa-v2/v3  disentangled attention: for query i and key j, with r = the bucket of i - j
+//          (exact up to position_buckets / 2, log-spaced beyond up to max_relative_positions: the
+//          reference's make_log_bucket_position) and row(i, j) = clamp(r + span, 0, 2 span - 1),
+//          c2p adds Q_i . PK[row] and p2c adds K_j . PQ[row], where PK and PQ are the layer's key
+//          and query projections of the LayerNorm'd relative embeddings (made once at load; PQ
+//          through the pre-scaled query projection, so both terms carry the attention's scale).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -30,8 +36,18 @@ struct AttentionPositions {
   const float* rotary_cos = nullptr;
   const float* rotary_sin = nullptr;
   std::size_t window = 0;
+  // DeBERTa: the layer's PK (c2p) and PQ (p2c), [pos_rows x d] (row stride pos_ld; head h at
+  // columns h * head_dim), either null when its term is off; rel_row[i - j] (|i - j| < span) is
+  // row(i, j).
+  const float* pos_key = nullptr;
+  const float* pos_query = nullptr;
+  std::size_t pos_rows = 0, pos_ld = 0;
+  const std::int32_t* rel_row = nullptr;
 
-  bool empty() const noexcept { return relative_bias == nullptr && rotary_cos == nullptr && window == 0; }
+  bool disentangled() const noexcept { return pos_key != nullptr || pos_query != nullptr; }
+  bool empty() const noexcept {
+    return relative_bias == nullptr && rotary_cos == nullptr && window == 0 && !disentangled();
+  }
   // Head h's bias, centred on r = 0 (index it with key - query).
   const float* head_bias(std::size_t h) const noexcept { return relative_bias + h * (2 * span - 1) + span - 1; }
 };
@@ -60,6 +76,33 @@ inline void mpnet_relative_bias(const float* table, std::size_t heads, std::size
     const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(i) - static_cast<std::ptrdiff_t>(span - 1);
     const float* row = table + mpnet_relative_bucket(r) * heads;
     for (std::size_t h = 0; h < heads; ++h) out[h * width + i] = row[h];
+  }
+}
+
+// DeBERTa's bucket of a relative position (query - key), the reference's make_log_bucket_position
+// in float32: exact while |r| <= bucket_size / 2, else sign(r) (ceil(log(|r| / mid) /
+// log((max_position - 1) / mid) * (mid - 1)) + mid).
+inline std::int64_t deberta_relative_bucket(std::int64_t r, std::size_t bucket_size, std::size_t max_position) {
+  const auto mid = static_cast<std::int64_t>(bucket_size / 2);
+  const std::int64_t a = r < 0 ? -r : r;
+  if (a <= mid) return r;
+  const float ratio = std::log(static_cast<float>(a) / static_cast<float>(mid)) /
+                      std::log(static_cast<float>(static_cast<double>(max_position - 1) / static_cast<double>(mid)));
+  const auto log_pos = static_cast<std::int64_t>(std::ceil(ratio * static_cast<float>(mid - 1))) + mid;
+  return r < 0 ? -log_pos : log_pos;
+}
+
+// rel_row for sequences of up to `span` tokens (out[span - 1 + (i - j)]): bucket_size 0 means no
+// buckets (the relative position itself); rows clamped to [0, 2 relative_span).
+inline void deberta_relative_rows(std::size_t span, std::size_t relative_span, std::size_t bucket_size,
+                                  std::size_t max_position, std::vector<std::int32_t>& out) {
+  out.assign(span == 0 ? 0 : 2 * span - 1, 0);
+  const auto att = static_cast<std::int64_t>(relative_span);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::int64_t r = static_cast<std::int64_t>(k) - static_cast<std::int64_t>(span - 1);
+    const std::int64_t b = bucket_size > 0 ? deberta_relative_bucket(r, bucket_size, max_position) : r;
+    const std::int64_t row = b + att < 0 ? 0 : b + att > 2 * att - 1 ? 2 * att - 1 : b + att;
+    out[k] = static_cast<std::int32_t>(row);
   }
 }
 
