@@ -205,8 +205,10 @@ TEST_CASE("the OpenCL device's trace lane holds what the device ran, in order, w
   REQUIRE(host_lane.size() == 6);
   CHECK(host_lane[0].processor == "opencl:0 (host)");
   // The device clock is moved onto the trace's by one marker timed from the host: allow its
-  // half-round-trip (well under a millisecond) at the edges.
-  const double slack = 1.0;
+  // half-round-trip at the edges (well under a millisecond on an idle machine; a few under a
+  // loaded one, as under ctest -j, where the marker's host timestamp can be late). The check still
+  // catches a lane in another clock domain (seconds off) or out of order.
+  const double slack = 25.0;
   for (std::size_t i = 0; i < device_lane.size(); ++i) {
     const stile::ProcessorSpan& s = device_lane[i];
     CHECK(s.op == (i % 2 == 0 ? "layer_norm" : "gelu"));
