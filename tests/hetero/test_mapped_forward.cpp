@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -189,6 +190,23 @@ TEST_CASE("a failing processor fails the request by name; the next request succe
   CHECK_THAT(error_of([&] { f.encode(requests(), hidden); }), Contains("processor 'cpu:b'"));
   f.encode(requests(), hidden);
   CHECK(hidden == first);
+}
+
+TEST_CASE("a family whose layer is not BERT's is refused by name") {
+  // The encoder families' small models (tests/model/data/families): the mapped forward runs BERT's
+  // layer only, and names what the others add.
+  const std::filesystem::path families =
+      std::filesystem::path(STILE_TEST_DATA_DIR).parent_path().parent_path() / "model" / "data" / "families";
+  TwoClusters p;
+  for (const auto& [family, what] : {std::pair{"mpnet", "a relative position bias in attention"},
+                                     std::pair{"modernbert", "pre-LayerNorm, rotary positions"},
+                                     std::pair{"deberta-v2", "disentangled attention"}}) {
+    const stile::EncoderConfig c = stile::read_encoder_config((families / family / "config.json").string());
+    const stile::OpMapping m = stile::OpMapping::uniform(stile::op_graph_of(c).size(), 0);
+    CHECK_THAT(error_of([&] { stile::MappedForward(stile::BertWeights::load(families / family), m, p.both()); }),
+               Contains("mapped forward: ") && Contains(std::string(family) + "'s layer has ") && Contains(what) &&
+                   Contains("does not run"));
+  }
 }
 
 TEST_CASE("mappings the processors or weights cannot run are refused") {
