@@ -21,13 +21,7 @@ class DistModel {
  public:
   // `weights` (fp32, kept for the embeddings) must outlive the model. Collective.
   DistModel(const BertWeights& weights, const Partition& p, Communicator& comm) : w_(weights) {
-    require(!weights.projects_embeddings(),
-            concat("dist model: ", weights.config.model_type, "'s embeddings are projected to hidden_size (",
-                   "embedding_size != hidden_size), which the split model does not run (BertModel does)"));
-    require(*weights.config.layer_difference() == '\0',
-            concat("dist model: ", weights.config.model_type, "'s layer has ", weights.config.layer_difference(),
-                   ", which the split model does not run (it runs BERT's layer; BertModel runs ",
-                   weights.config.model_type, ")"));
+    weights.require_bert_layer("dist model", "the split model");
     for (std::size_t l = 0; l < weights.config.num_layers; ++l) {
       const DenseLayer dense = DenseLayer::from_checkpoint(weights.file, weights.config, l);
       layers_.push_back(make_dist_layer(dense, p, comm));

@@ -42,13 +42,7 @@ class MappedForward {
   // a format its weights or its processor do not have.
   MappedForward(BertWeights weights, OpMapping mapping, std::vector<Processor*> processors)
       : w_(std::move(weights)), run_(op_graph_of(w_.config), std::move(mapping), std::move(processors)) {
-    require(!w_.projects_embeddings(),
-            concat("mapped forward: ", w_.config.model_type, "'s embeddings are projected to hidden_size (",
-                   "embedding_size != hidden_size), which the mapped forward does not run (BertModel does)"));
-    require(*w_.config.layer_difference() == '\0',
-            concat("mapped forward: ", w_.config.model_type, "'s layer has ", w_.config.layer_difference(),
-                   ", which the mapped forward does not run (it runs BERT's layer; BertModel runs ",
-                   w_.config.model_type, ")"));
+    w_.require_bert_layer("mapped forward", "the mapped forward");
     for (const BertLayerWeights& l : w_.layers) views_.push_back(l.view(w_.config));
     for (const LayerView<LinearView>& v : views_) view_ptrs_.push_back(&v);
     const OpGraph& g = run_.graph();

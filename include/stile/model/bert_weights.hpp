@@ -105,6 +105,17 @@ struct BertWeights {
 
   bool projects_embeddings() const noexcept { return !embeddings_project_bias.empty(); }
 
+  // For the paths that run BERT's layer and embedding only (the split and mapped models): an error
+  // naming what this family adds. `path` prefixes the message, `runner` names the path in it.
+  void require_bert_layer(std::string_view path, std::string_view runner) const {
+    require(!projects_embeddings(),
+            concat(path, ": ", config.model_type, "'s embeddings are projected to hidden_size (",
+                   "embedding_size != hidden_size), which ", runner, " does not run (BertModel does)"));
+    require(*config.layer_difference() == '\0',
+            concat(path, ": ", config.model_type, "'s layer has ", config.layer_difference(), ", which ", runner,
+                   " does not run (it runs BERT's layer; BertModel runs ", config.model_type, ")"));
+  }
+
   // Reads config.json and model.safetensors from model_dir, converting each layer to `precision`
   // (one LayerPrecision per layer, or its uniform one).
   static BertWeights load(const std::filesystem::path& model_dir, const ModelPrecision& precision = {}) {
