@@ -106,7 +106,7 @@ std::optional<std::string_view> Tokenizer::id_to_token(std::int32_t id) const {
   return parts_->model->id_to_token(id);
 }
 
-std::size_t Tokenizer::vocab_size() const { return std::max(parts_->model->vocab_size(), parts_->added.end_id()); }
+std::size_t Tokenizer::vocab_size() const { return std::max(parts_->model->id_end(), parts_->added.end_id()); }
 
 Encoding Tokenizer::encode_sequence(std::string_view text, std::int32_t type_id) const {
   require(text.size() < 0xFFFFFFFFu, "Tokenizer: a text must be shorter than 4 GiB");

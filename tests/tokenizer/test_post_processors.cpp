@@ -7,6 +7,7 @@
 // Then the readers' errors on malformed JSON.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -65,6 +66,11 @@ class WordLevel final : public Model {
     return std::string_view(it->second);
   }
   std::size_t vocab_size() const override { return vocab_.size(); }
+  std::size_t id_end() const override {
+    std::size_t end = 0;
+    for (const auto& entry : by_id_) end = std::max(end, static_cast<std::size_t>(entry.first) + 1);
+    return end;
+  }
 
  private:
   std::unordered_map<std::string, std::int32_t> vocab_;

@@ -179,6 +179,19 @@ TEST_CASE("tokenizer.json: the committed tokenizers' vocabularies and special to
   CHECK_FALSE(xlmr.token_to_id("no such token here").has_value());
 }
 
+TEST_CASE("tokenizer.json: a vocabulary whose ids have holes: vocab_size() is one past the largest id") {
+  // The reference reads such a vocabulary (its get_vocab_size() counts the 3 tokens); an embedding
+  // table for it needs 6 rows, as the unknown token's id is 5.
+  const stile::Tokenizer t = stile::Tokenizer::from_json(
+      R"({"version":"1.0","added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"WhitespaceSplit"},)"
+      R"("post_processor":null,"decoder":null,"model":{"type":"WordLevel","unk_token":"<unk>",)"
+      R"("vocab":{"a":1,"b":2,"<unk>":5}}})",
+      "holes/tokenizer.json");
+  CHECK(t.vocab_size() == 6);
+  const stile::Encoding e = t.encode("a b c");
+  CHECK(e.input_ids == std::vector<std::int32_t>{1, 2, 5});
+}
+
 TEST_CASE("tokenizer.json: malformed files are refused naming the file and the field") {
   SECTION("not JSON") {
     CHECK_THROWS_WITH(stile::Tokenizer::from_json("{\"model\": ", "broken/tokenizer.json"),

@@ -178,6 +178,7 @@ class BpeModel final : public Model {
   }
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
+  [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
   [[nodiscard]] const BpeOptions& options() const noexcept { return options_; }
 
  private:

@@ -165,6 +165,7 @@ class TokenVocab {
     return std::string_view(*by_id_[static_cast<std::size_t>(id)]);
   }
   [[nodiscard]] std::size_t size() const noexcept { return ids_.size(); }
+  [[nodiscard]] std::size_t id_end() const noexcept { return by_id_.size(); }  // one past the largest id
   [[nodiscard]] const IdMap& ids() const noexcept { return ids_; }
   [[nodiscard]] const StringTable& table() const noexcept { return table_; }
 

@@ -91,7 +91,8 @@ class Tokenizer {
   // The id of a token of the vocabulary or of the added tokens.
   [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const;
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const;
-  // Ids run from 0 to vocab_size() - 1: the model's vocabulary and the added tokens.
+  // Ids run from 0 to vocab_size() - 1: the model's vocabulary and the added tokens (one past the
+  // largest id: an embedding table needs this many rows even where the vocabulary's ids have holes).
   [[nodiscard]] std::size_t vocab_size() const;
   // The id padding uses: the file's "padding".pad_id, else [PAD] or <pad>, else 0.
   [[nodiscard]] std::int32_t pad_id() const noexcept { return pad_id_; }

@@ -62,7 +62,10 @@ class Model {
   virtual void tokenize(std::u32string_view piece, std::vector<Token>& out) const = 0;
   [[nodiscard]] virtual std::optional<std::int32_t> token_to_id(std::string_view token) const = 0;
   [[nodiscard]] virtual std::optional<std::string_view> id_to_token(std::int32_t id) const = 0;
+  // The number of tokens (the reference's get_vocab_size: new added tokens take ids from it).
   [[nodiscard]] virtual std::size_t vocab_size() const = 0;
+  // One past the largest id: vocab_size() unless the ids have holes (the reference allows them).
+  [[nodiscard]] virtual std::size_t id_end() const = 0;
 };
 
 class PostProcessor {

@@ -172,6 +172,7 @@ class UnigramModel final : public Model {
     return std::string_view(pieces_[static_cast<std::size_t>(id)].first);
   }
   [[nodiscard]] std::size_t vocab_size() const override { return pieces_.size(); }
+  [[nodiscard]] std::size_t id_end() const override { return pieces_.size(); }  // ids are the pieces' places
   [[nodiscard]] std::optional<std::int32_t> unk_id() const noexcept { return unk_id_; }
   [[nodiscard]] bool byte_fallback() const noexcept { return byte_fallback_; }
   [[nodiscard]] double score(std::int32_t id) const { return pieces_.at(static_cast<std::size_t>(id)).second; }

@@ -51,6 +51,7 @@ class WordLevelModel final : public Model {
   }
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
+  [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
 
  private:
   model_detail::TokenVocab vocab_;

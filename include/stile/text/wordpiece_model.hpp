@@ -105,6 +105,7 @@ class WordPieceModel final : public Model {
   }
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
+  [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
 
   [[nodiscard]] const std::string& unk_token() const noexcept { return unk_token_; }
   [[nodiscard]] const std::string& continuing_subword_prefix() const noexcept { return prefix_; }
