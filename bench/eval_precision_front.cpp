@@ -243,7 +243,6 @@ int main(int argc, char** argv) {
     // normalized as the sentence encoder does.
     const auto embed_mapped = [&](stile::MappedForward& f, const std::vector<std::string>& texts) {
       std::vector<std::vector<float>> out;
-      const std::size_t d = c.hidden;
       std::vector<float> hidden;
       for (std::size_t begin = 0; begin < texts.size(); begin += 32) {
         std::vector<stile::Encoding> batch;
@@ -251,14 +250,7 @@ int main(int argc, char** argv) {
           batch.push_back(tokenizer_of.tokenizer().encode(texts[i]));
         }
         const std::vector<std::size_t> lengths = f.encode(batch, hidden);
-        std::size_t row = 0;
-        for (const std::size_t len : lengths) {
-          std::vector<float>& e = out.emplace_back(d);
-          stile::pool_tokens(std::span<const float>(hidden).subspan(row * d, len * d), len, d,
-                             tokenizer_of.config().pooling, e);
-          if (tokenizer_of.config().normalize) stile::l2_normalize(e);
-          row += len;
-        }
+        for (std::vector<float>& e : tokenizer_of.embed_hidden(hidden, lengths)) out.push_back(std::move(e));
       }
       return out;
     };

@@ -1,5 +1,5 @@
 // embed: sentence embeddings (or their cosine similarities, or their tokens) from a
-// sentence-transformers BERT model directory, computed with stile's fp32 encoder.
+// sentence-transformers model directory, computed with stile's fp32 encoder.
 //
 //   embed "A man is eating food." "A man is eating a piece of bread."
 //   embed --similarity --format json < sentences.txt
@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,7 @@ struct Options {
   bool verbose = false;
   std::string precision = "fp32";  // a preset of ops/precision.hpp
   std::filesystem::path mapping;   // a mapping file (tools/search_mapping) in place of the preset
+  std::optional<std::string> prompt_name;  // one of the model's prompts; none: its default prompt, if any
   std::vector<std::string> sentences;
 };
 
@@ -69,7 +71,7 @@ Options parse_args(int argc, char** argv) {
   options.model_dir = stile::default_model_dir();
   std::string format = "text";
   stile_cli::Parser cli("embed", "[options] [sentence ...]",
-                        "Embeds each sentence with a sentence-transformers BERT model (tokenize, encode, pool, "
+                        "Embeds each sentence with a sentence-transformers model (tokenize, encode, pool, Dense, "
                         "normalize as the model's files say). Sentences come from the arguments; with none, or where "
                         "one is \"-\", from standard input, one per line.");
   cli.flag("--model", "DIR", "model directory (default: $STILE_MODEL_DIR, else ~/.cache/stile/all-MiniLM-L6-v2)",
@@ -89,6 +91,11 @@ Options parse_args(int argc, char** argv) {
            "a processor and a format per operator from a mapping file (tools/search_mapping) instead of --precision: "
            "one processor runs on the CPU engine; several (cpu:N cores, opencl:N devices) on the processor runtime",
            options.mapping);
+  std::string prompt_name;
+  cli.flag("--prompt-name", "NAME",
+           "put the model's prompt NAME (config_sentence_transformers.json's \"prompts\", e.g. query) before each "
+           "sentence; default: the model's default_prompt_name, if it has one",
+           prompt_name);
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   cli.example("embed \"A man is playing a guitar.\" \"Someone plays an instrument.\"");
   cli.example("embed --similarity < sentences.txt", "the cosine matrix of one sentence a line");
@@ -96,6 +103,7 @@ Options parse_args(int argc, char** argv) {
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
   options.format = format == "json" ? Format::kJson : Format::kText;
+  if (!prompt_name.empty()) options.prompt_name = prompt_name;
   // Arguments first, then stdin's lines (where "-" was before any "--", or when there are no
   // arguments).
   bool read_stdin = false;
@@ -212,7 +220,7 @@ int run(const Options& options) {
   stile::ProcessorSet processors;
   if (!options.mapping.empty()) {
     const stile::OpMappingFile file = stile::OpMappingFile::load(options.mapping);
-    const std::filesystem::path bert_dir = stile::sentence_encoder_detail::read_modules(options.model_dir).bert_dir;
+    const std::filesystem::path bert_dir = stile::read_sentence_layout(options.model_dir).encoder_dir;
     const stile::EncoderConfig config = stile::read_encoder_config((bert_dir / "config.json").string());
     precision_name = "mapping " + options.mapping.string();
     if (file.single_processor() != static_cast<std::size_t>(-1)) {
@@ -235,7 +243,7 @@ int run(const Options& options) {
   }
   if (options.tokens) {
     std::vector<stile::Encoding> encodings;
-    for (const std::string& sentence : options.sentences) encodings.push_back(encoder.tokenizer().encode(sentence));
+    for (const std::string& sentence : options.sentences) encodings.push_back(encoder.encode(sentence, options.prompt_name));
     print_tokens(options, encoder.tokenizer(), encodings);
     return finish_output();
   }
@@ -244,6 +252,7 @@ int run(const Options& options) {
 
   std::vector<std::vector<float>> embeddings;
   embeddings.reserve(options.sentences.size());
+  const std::size_t prompt_tokens = encoder.prompt_tokens(options.prompt_name);
   std::size_t tokens = 0;
   double tokenize_ms = 0.0;
   double encode_ms = 0.0;
@@ -252,7 +261,7 @@ int run(const Options& options) {
     const auto tokenize_start = Clock::now();
     std::vector<stile::Encoding> batch;
     for (std::size_t i = first; i < first + count; ++i) {
-      batch.push_back(encoder.tokenizer().encode(options.sentences[i]));
+      batch.push_back(encoder.encode(options.sentences[i], options.prompt_name));
       tokens += batch.back().size();
     }
     tokenize_ms += ms_since(tokenize_start);
@@ -260,16 +269,11 @@ int run(const Options& options) {
     if (mapped) {
       std::vector<float> hidden;
       const std::vector<std::size_t> lengths = mapped->encode(batch, hidden);
-      std::size_t row = 0;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        std::vector<float>& e = embeddings.emplace_back(encoder.dim());
-        stile::pool_tokens(std::span<const float>(hidden).subspan(row * encoder.dim(), lengths[i] * encoder.dim()),
-                           lengths[i], encoder.dim(), encoder.config().pooling, e);
-        if (encoder.config().normalize) stile::l2_normalize(e);
-        row += lengths[i];
-      }
+      for (std::vector<float>& e : encoder.embed_hidden(hidden, lengths, prompt_tokens)) embeddings.push_back(std::move(e));
     } else {
-      for (std::vector<float>& e : encoder.embed_encoded(batch, pool.get())) embeddings.push_back(std::move(e));
+      for (std::vector<float>& e : encoder.embed_encoded(batch, pool.get(), prompt_tokens)) {
+        embeddings.push_back(std::move(e));
+      }
     }
     encode_ms += ms_since(encode_start);
   }

@@ -225,8 +225,8 @@ TEST_CASE(
   const ModelGoldens& g = goldens();
   CHECK(encoder->dim() == g.hidden());
   CHECK(encoder->config().max_seq_length == 256);
-  CHECK(encoder->config().pooling == Pooling::kMean);
-  CHECK(encoder->config().normalize);
+  CHECK(encoder->config().modules.pooling.modes == std::vector{Pooling::kMean});
+  CHECK(encoder->config().modules.normalize);
   REQUIRE(encoder->tokenizer().truncation().has_value());
   CHECK(encoder->tokenizer().truncation()->max_length == 256);
   CHECK(encoder->tokenizer().encode("A Guitar").input_ids == encoder->tokenizer().encode("a guitar").input_ids);
@@ -440,8 +440,8 @@ TEST_CASE("a padded batch gives what the same batch unpadded gives", "[model][go
   }
 
   // SentenceEncoder pools only the real rows of padded encodings (mean, then normalize here).
-  REQUIRE(encoder->config().pooling == Pooling::kMean);
-  REQUIRE(encoder->config().normalize);
+  REQUIRE(encoder->config().modules.pooling.modes == std::vector{Pooling::kMean});
+  REQUIRE(encoder->config().modules.normalize);
   const std::vector<std::vector<float>> embeddings_padded = encoder->embed_encoded(padded);
   REQUIRE(embeddings_padded.size() == padded.size());
   double embedding_d = 0.0;
@@ -536,14 +536,19 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
         {"modules.json",
          R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
              {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
-             {"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.models.Dense"}])"},
+             {"idx":2,"name":"2","path":"2_LayerNorm","type":"sentence_transformers.models.LayerNorm"}])"},
         {"modules.json",
          R"([{"idx":0,"name":"0","path":"../elsewhere","type":"sentence_transformers.models.Transformer"}])"},
-        {"1_Pooling/config.json", R"({"word_embedding_dimension": 384, "pooling_mode_max_tokens": true})"},
-        {"1_Pooling/config.json",
-         R"({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true})"},
+        {"1_Pooling/config.json", R"({"word_embedding_dimension": 384, "pooling_mode_median_tokens": true})"},
+        {"1_Pooling/config.json", R"({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": "yes"})"},
         {"1_Pooling/config.json", R"({"word_embedding_dimension": 768, "pooling_mode_mean_tokens": true})"},
-        {"1_Pooling/config.json", R"({"pooling_mode": "max"})"},
+        {"1_Pooling/config.json", R"({"pooling_mode": "median"})"},
+        {"1_Pooling/config.json", R"({"pooling_mode": []})"},
+        {"1_Pooling/config.json", R"({"pooling_mode": "mean", "include_prompt": 0})"},
+        {"config_sentence_transformers.json", R"({"prompts": {"query": 3}})"},
+        {"config_sentence_transformers.json", R"({"prompts": {"query": "query: "}, "default_prompt_name": "q"})"},
+        {"config_sentence_transformers.json", R"({"similarity_fn_name": "jaccard"})"},
+        {"sentence_bert_config.json", R"({"transformer_task": "fill-mask"})"},
         {"sentence_bert_config.json", R"({"max_seq_length": 1024})"},
         {"sentence_bert_config.json", R"({"max_seq_length": "long"})"},
         {"sentence_bert_config.json", R"({"max_seq_length": 256,)"},
@@ -574,8 +579,8 @@ TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS poolin
     link_model_files(model, dir,
                      {"modules.json", "sentence_bert_config.json", "tokenizer_config.json", "1_Pooling/config.json"});
     const SentenceEncoder encoder = SentenceEncoder::load(dir);
-    CHECK(encoder.config().pooling == Pooling::kMean);
-    CHECK_FALSE(encoder.config().normalize);
+    CHECK(encoder.config().modules.pooling.modes == std::vector{Pooling::kMean});
+    CHECK_FALSE(encoder.config().modules.normalize);
     CHECK(encoder.config().max_seq_length == 512);
     REQUIRE(encoder.tokenizer().truncation().has_value());
     CHECK(encoder.tokenizer().truncation()->max_length == 512);
@@ -594,8 +599,8 @@ TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS poolin
         dir / "1_Pooling/config.json",
         R"({"word_embedding_dimension": 384, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})");
     const SentenceEncoder encoder = SentenceEncoder::load(dir);
-    CHECK(encoder.config().pooling == Pooling::kCls);
-    CHECK(encoder.config().normalize);
+    CHECK(encoder.config().modules.pooling.modes == std::vector{Pooling::kCls});
+    CHECK(encoder.config().modules.normalize);
     std::vector<float> want = g.f32(key, "cls");
     stile::l2_normalize(want);
     Worst diff = worst_max(), cos = worst_min();

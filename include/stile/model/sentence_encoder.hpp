@@ -1,47 +1,50 @@
 #pragma once
-// The sentence-transformers pipeline over a model directory: text -> token ids -> BERT encoder
-// -> pooling -> (L2 normalize), giving what SentenceTransformer(dir).encode(text) gives.
+// The sentence-transformers pipeline over a model directory: text (after a prompt) -> token ids
+// -> encoder -> pooling -> Dense modules -> (L2 normalize), giving what
+// SentenceTransformer(dir).encode(text, prompt_name=...) gives.
 //
 //   SentenceEncoder encoder = SentenceEncoder::load(home / ".cache/stile/all-MiniLM-L6-v2");
 //   std::vector<float> v = encoder.embed("A sentence.");                 // encoder.dim() floats
 //   std::vector<std::vector<float>> vs = encoder.embed_batch(sentences);  // one encoder run
+//   auto q = encoder.embed_batch(queries, nullptr, "query");             // a named prompt
 //
 // What load(dir) reads, the way sentence-transformers reads a saved model:
-//   modules.json               the module list. Supported: Transformer (its "path" is the BERT
-//                              directory, "" for dir itself), Pooling, Normalize. Any other module
-//                              (Dense, LayerNorm, ...) would change the embedding, so it is an
-//                              error rather than silently skipped. Missing: a plain Hugging Face
-//                              checkpoint, as sentence-transformers treats one: BERT in dir, pooling
-//                              read from 1_Pooling/ if there, no Normalize.
-//   <bert>/config.json, <bert>/model.safetensors    BertModel::load
-//   <bert>/tokenizer.json      the tokenizer (text/tokenizer.hpp), taken as it is; when there is
-//                              none, <bert>/vocab.txt, BERT's WordPiece vocabulary, with
-//   <bert>/tokenizer_config.json      the normalizer of a vocab.txt: do_lower_case, strip_accents,
-//                              tokenize_chinese_chars. Missing: uncased BERT (lower-case, strip
-//                              accents, split CJK).
-//   <bert>/sentence_bert_config.json  max_seq_length: tokens per text including [CLS] and [SEP]
-//                              (256 for all-MiniLM-L6-v2); do_lower_case: lower-case the text
+//   modules.json and the modules' folders    model/sentence_modules.hpp: where the encoder is,
+//                              its Pooling, Dense and Normalize modules
+//   config_sentence_transformers.json       "prompts" (name -> text put before each input, e5's
+//                              "query: "), "default_prompt_name" (used when no name is given),
+//                              "similarity_fn_name" (cosine, dot, euclidean, manhattan)
+//   <encoder>/config.json, <encoder>/model.safetensors    BertModel::load (any family it runs)
+//   <encoder>/tokenizer.json   the tokenizer (text/tokenizer.hpp), taken as it is; when there is
+//                              none, <encoder>/vocab.txt, BERT's WordPiece vocabulary, with
+//   <encoder>/tokenizer_config.json      the normalizer of a vocab.txt: do_lower_case, strip_accents,
+//                              tokenize_chinese_chars; and model_max_length (below)
+//   <encoder>/sentence_bert_config.json  max_seq_length: tokens per text including the special
+//                              tokens (256 for all-MiniLM-L6-v2); do_lower_case: lower-case the text
 //                              before the tokenizer (NOT the tokenizer's own lower-casing, which
 //                              is tokenizer_config.json's; false for all-MiniLM-L6-v2, whose
 //                              tokenizer lower-cases anyway; with a tokenizer.json it is refused:
-//                              stile does not lower-case text outside the tokenizer). Missing:
-//                              the model's positions (max_position_embeddings less RoBERTa's
-//                              offset), no extra lower-casing.
-//   <pooling>/config.json      pooling_mode_mean_tokens or pooling_mode_cls_token, exactly one
-//                              (newer files may say "pooling_mode": "mean" | "cls"). Other modes
-//                              (max, mean_sqrt_len, weightedmean, lasttoken, or several at once)
-//                              are an error. Missing: mean pooling.
+//                              stile does not lower-case text outside the tokenizer);
+//                              transformer_task: only "feature-extraction". Without a
+//                              max_seq_length (newer sentence-transformers keep it in
+//                              tokenizer_config.json's model_max_length): model_max_length, at most
+//                              the model's positions (max_position_embeddings less RoBERTa's offset).
 // Every file is validated; a bad one throws stile::Error naming it.
+//
+// A prompt is put before the text, and the pair is tokenized and truncated as one text; its length
+// in tokens (the prompt tokenized alone, less a trailing special token) is what a Pooling module
+// with include_prompt false leaves out, as the reference does.
 //
 // Batches are run without padding: the texts' tokens are concatenated and the encoder computes
 // only real tokens (BertModel::encode), so a batch costs what its tokens cost.
 //
 // Thread safety: a const SentenceEncoder may be used from many threads at once; calls that share
 // a ThreadPool (by default the default pool) take turns on it.
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,155 +60,63 @@
 #include "stile/core/file_error.hpp"
 #include "stile/text/tokenizer.hpp"
 #include "stile/model/bert_model.hpp"
+#include "stile/model/sentence_modules.hpp"
 
 namespace stile {
 
-// The pipeline's settings beyond the BERT model and the vocabulary.
+// The named prompts of config_sentence_transformers.json.
+struct SentencePrompts {
+  std::map<std::string, std::string, std::less<>> texts;  // name -> the text put before each input
+  std::optional<std::string> default_name;               // used when a call names none
+};
+
+// The pipeline's settings beyond the encoder and the tokenizer.
 struct SentenceEncoderConfig {
-  std::size_t max_seq_length = 512;  // tokens per text, [CLS] and [SEP] included
-  Pooling pooling = Pooling::kMean;
-  bool normalize = false;  // a Normalize module: embeddings have unit L2 norm
+  std::size_t max_seq_length = 512;  // tokens per text, special tokens included
+  SentenceModules modules;           // pooling, Dense, Normalize
+  SentencePrompts prompts;
+  std::string similarity = "cosine";  // similarity_fn_name: cosine, dot, euclidean or manhattan
 };
 
 namespace sentence_encoder_detail {
 
 namespace fs = std::filesystem;
+using sentence_modules_detail::fail;
+using sentence_modules_detail::read_bool;
+using sentence_modules_detail::read_optional_json_object;
 
-// The files of a model directory that are not the BERT model's own.
-inline constexpr const char* kModulesFile = "modules.json";
+// The files of a model directory that are not the encoder's own or a module's.
 inline constexpr const char* kSentenceBertConfigFile = "sentence_bert_config.json";
+inline constexpr const char* kSentenceTransformersConfigFile = "config_sentence_transformers.json";
 inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
 inline constexpr const char* kVocabFile = "vocab.txt";
 inline constexpr const char* kTokenizerFile = "tokenizer.json";
-inline constexpr const char* kPoolingConfigFile = "config.json";  // inside the Pooling module's directory
-inline constexpr const char* kDefaultPoolingDir = "1_Pooling";
 
-template <class... Parts>
-[[noreturn]] void fail(const fs::path& file, const Parts&... parts) {
-  fail_in_file(file.string(), parts...);
-}
-
-// The parsed JSON object in file, or nothing when the file does not exist.
-inline std::optional<nlohmann::json> read_optional_json_object(const fs::path& file) {
-  std::error_code ec;
-  if (!fs::exists(file, ec)) return std::nullopt;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "cannot open");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(file, "cannot read");
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(file, "is not valid JSON: ", e.what());
-  }
-  return root;
-}
-
-// The value of an optional boolean key, or fallback when absent (or null: Hugging Face writes
-// null for "not set").
-inline bool read_bool(const nlohmann::json& object, const char* key, bool fallback, const fs::path& file) {
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) fail(file, "\"", key, "\" must be true or false, got ", it->dump());
-  return it->get<bool>();
-}
-
-// A module path from modules.json, relative to the model directory and staying inside it.
-inline fs::path module_dir(const fs::path& dir, const nlohmann::json& module, const fs::path& file) {
-  const auto path = module.find("path");
-  if (path == module.end() || path->is_null()) return dir;
-  if (!path->is_string()) fail(file, "a module's \"path\" must be a string, got ", path->dump());
-  const fs::path relative = path->get<std::string>();
-  const fs::path normal = relative.lexically_normal();
-  if (relative.is_absolute() || (!normal.empty() && *normal.begin() == "..")) {
-    fail(file, "module path ", path->dump(), " is not inside the model directory");
-  }
-  return relative.empty() ? dir : dir / relative;
-}
-
-// Where the BERT model and the Pooling config are, and whether embeddings are normalized.
-struct ModuleLayout {
-  fs::path bert_dir;
-  fs::path pooling_dir;
-  bool normalize = false;
-};
-
-inline ModuleLayout read_modules(const fs::path& dir) {
-  const fs::path file = dir / kModulesFile;
+inline SentencePrompts read_prompts(const fs::path& dir, std::string& similarity) {
+  const fs::path file = dir / kSentenceTransformersConfigFile;
+  SentencePrompts prompts;
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
-  if (!root) return {dir, dir / kDefaultPoolingDir, false};  // a plain Hugging Face checkpoint
-  if (!root->is_array()) fail(file, "must be a JSON array of modules");
-
-  ModuleLayout layout;
-  bool has_transformer = false;
-  bool has_pooling = false;
-  for (std::size_t i = 0; i < root->size(); ++i) {
-    const nlohmann::json& module = (*root)[i];
-    if (!module.is_object()) fail(file, "module ", i, " is not a JSON object");
-    const auto type_it = module.find("type");
-    if (type_it == module.end() || !type_it->is_string()) fail(file, "module ", i, " has no string \"type\"");
-    const std::string type = type_it->get<std::string>();
-    // "sentence_transformers.models.Pooling"; the class name is what matters.
-    const std::string_view name = std::string_view(type).substr(type.rfind('.') + 1);
-    if (!type.starts_with("sentence_transformers.")) {
-      fail(file, "module type \"", type, "\" is not a sentence_transformers module");
-    }
-    // The pipeline runs in this order; a module out of it would mean a different computation.
-    if (name == "Transformer") {
-      if (i != 0) fail(file, "the Transformer module must come first");
-      layout.bert_dir = module_dir(dir, module, file);
-      has_transformer = true;
-    } else if (name == "Pooling") {
-      if (!has_transformer || has_pooling) fail(file, "the Pooling module must come once, right after the Transformer");
-      layout.pooling_dir = module_dir(dir, module, file);
-      has_pooling = true;
-    } else if (name == "Normalize") {
-      if (!has_pooling || layout.normalize) fail(file, "the Normalize module must come once, after Pooling");
-      layout.normalize = true;
-    } else {
-      fail(file, "module \"", type, "\" is not supported (only Transformer, Pooling, Normalize)");
+  if (!root) return prompts;
+  if (const auto texts = root->find("prompts"); texts != root->end() && !texts->is_null()) {
+    if (!texts->is_object()) fail(file, "\"prompts\" must be a JSON object of name: text, got ", texts->dump());
+    for (const auto& [name, text] : texts->items()) {
+      if (!text.is_string()) fail(file, "prompt \"", name, "\" must be a string, got ", text.dump());
+      prompts.texts.emplace(name, text.get<std::string>());
     }
   }
-  if (!has_transformer) fail(file, "has no sentence_transformers.models.Transformer module");
-  if (!has_pooling) fail(file, "has no sentence_transformers.models.Pooling module");
-  return layout;
-}
-
-inline Pooling read_pooling(const fs::path& pooling_dir, std::size_t hidden) {
-  const fs::path file = pooling_dir / kPoolingConfigFile;
-  const std::optional<nlohmann::json> root = read_optional_json_object(file);
-  if (!root) return Pooling::kMean;  // sentence-transformers' default for a plain checkpoint
-  if (!root->is_object()) fail(file, "is not a JSON object");
-
-  if (const auto dim = root->find("word_embedding_dimension"); dim != root->end()) {
-    if (!dim->is_number_unsigned() || dim->get<std::size_t>() != hidden) {
-      fail(file, "word_embedding_dimension ", dim->dump(), " is not the model's hidden size ", hidden);
+  if (const auto name = root->find("default_prompt_name"); name != root->end() && !name->is_null()) {
+    if (!name->is_string() || !prompts.texts.contains(name->get<std::string>())) {
+      fail(file, "default_prompt_name ", name->dump(), " is not one of the \"prompts\"");
     }
+    prompts.default_name = name->get<std::string>();
   }
-  // Newer sentence-transformers accept one "pooling_mode" string, which overrides the flags.
-  if (const auto mode = root->find("pooling_mode"); mode != root->end() && !mode->is_null()) {
-    if (*mode == "mean") return Pooling::kMean;
-    if (*mode == "cls") return Pooling::kCls;
-    fail(file, "pooling_mode ", mode->dump(), " is not supported (only \"mean\" or \"cls\")");
+  if (const auto fn = root->find("similarity_fn_name"); fn != root->end() && !fn->is_null()) {
+    if (*fn != "cosine" && *fn != "dot" && *fn != "euclidean" && *fn != "manhattan") {
+      fail(file, "similarity_fn_name ", fn->dump(), " is not one of cosine, dot, euclidean, manhattan");
+    }
+    similarity = fn->get<std::string>();
   }
-  // The boolean flags: sentence-transformers concatenates the outputs of every mode set, so
-  // exactly one of the two implemented ones must be set.
-  std::vector<std::string> set_modes;
-  for (const auto& [key, value] : root->items()) {
-    if (!key.starts_with("pooling_mode_")) continue;
-    if (!value.is_boolean()) fail(file, "\"", key, "\" must be true or false, got ", value.dump());
-    if (value.get<bool>()) set_modes.push_back(key);
-  }
-  if (set_modes.size() != 1) {
-    std::string modes;
-    for (const std::string& m : set_modes) modes += (modes.empty() ? "" : ", ") + m;
-    fail(file, "exactly one pooling mode must be true (pooling_mode_mean_tokens or pooling_mode_cls_token); ",
-         set_modes.empty() ? std::string("none is") : modes + " are");
-  }
-  if (set_modes[0] == "pooling_mode_mean_tokens") return Pooling::kMean;
-  if (set_modes[0] == "pooling_mode_cls_token") return Pooling::kCls;
-  fail(file, set_modes[0], " is not supported (only pooling_mode_mean_tokens or pooling_mode_cls_token)");
+  return prompts;
 }
 
 // The tokenizer's normalizer, from tokenizer_config.json (Hugging Face passes these to the fast
@@ -215,7 +126,6 @@ inline BertNormalizerOptions read_normalizer(const fs::path& bert_dir) {
   BertNormalizerOptions options;  // uncased BERT
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
   if (!root) return options;
-  if (!root->is_object()) fail(file, "is not a JSON object");
   if (const auto cls = root->find("tokenizer_class"); cls != root->end() && !cls->is_null()) {
     // Other classes (RoBERTa's BPE, MPNet's specials, ...) tokenize differently.
     const bool wordpiece = *cls == "BertTokenizer" || *cls == "BertTokenizerFast" || *cls == "DistilBertTokenizer" ||
@@ -238,9 +148,22 @@ struct SentenceBertSettings {
 inline SentenceBertSettings read_sentence_bert_config(const fs::path& bert_dir, const EncoderConfig& config) {
   const fs::path file = bert_dir / kSentenceBertConfigFile;
   SentenceBertSettings settings{config.max_positions(), false};
+  // Newer sentence-transformers keep the length in the tokenizer's model_max_length (capped at the
+  // positions; a huge float there means "no limit").
+  if (const auto tokenizer_config = read_optional_json_object(bert_dir / kTokenizerConfigFile)) {
+    if (const auto max = tokenizer_config->find("model_max_length");
+        max != tokenizer_config->end() && max->is_number_unsigned() && max->get<std::uint64_t>() >= 2) {
+      settings.max_seq_length = static_cast<std::size_t>(
+          std::min<std::uint64_t>(max->get<std::uint64_t>(), config.max_positions()));
+    }
+  }
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
   if (!root) return settings;
-  if (!root->is_object()) fail(file, "is not a JSON object");
+  if (const auto task = root->find("transformer_task"); task != root->end() && !task->is_null()) {
+    if (*task != "feature-extraction") {
+      fail(file, "transformer_task ", task->dump(), " is not supported (only \"feature-extraction\")");
+    }
+  }
   if (const auto max = root->find("max_seq_length"); max != root->end() && !max->is_null()) {
     if (!max->is_number_unsigned()) fail(file, "\"max_seq_length\" must be a positive integer, got ", max->dump());
     const auto value = max->get<std::uint64_t>();
@@ -289,62 +212,112 @@ inline Tokenizer load_tokenizer(const fs::path& bert_dir, const SentenceBertSett
 class SentenceEncoder {
  public:
   SentenceEncoder(BertModel model, Tokenizer tokenizer, SentenceEncoderConfig config)
-      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(config) {
+      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(std::move(config)) {
     require(tokenizer_.vocab_size() <= model_.config().vocab_size,
-            "SentenceEncoder: the vocabulary has more tokens than the model's embedding table");
+            "SentenceEncoder: the tokenizer's ids reach beyond the model's embedding table");
     require(config_.max_seq_length >= 2 && config_.max_seq_length <= model_.config().max_positions(),
             "SentenceEncoder: max_seq_length must be in [2, the model's positions]");
+    // A prompt's length in tokens, as the reference measures it: tokenized alone, less a trailing
+    // special token (the separator the post-processor adds). An empty prompt is no prompt.
+    for (const auto& [name, text] : config_.prompts.texts) {
+      std::size_t tokens = 0;
+      if (!text.empty()) {
+        const Encoding e = tokenizer_.encode(text);
+        tokens = e.size() - (e.size() > 0 && e.special_tokens_mask.back() != 0 ? 1 : 0);
+      }
+      prompt_tokens_.emplace(name, tokens);
+    }
   }
 
   // Reads a sentence-transformers model directory (see the top of this file); the encoder runs in
   // `precision` (ops/precision.hpp).
   [[nodiscard]] static SentenceEncoder load(const std::filesystem::path& dir, const ModelPrecision& precision = {}) {
     using namespace sentence_encoder_detail;
-    const ModuleLayout layout = read_modules(dir);
+    const SentenceLayout layout = read_sentence_layout(dir);
     // The small files first, so a bad one is reported before the weights are read.
-    EncoderConfig config = read_encoder_config((layout.bert_dir / "config.json").string());
-    const Pooling pooling = read_pooling(layout.pooling_dir, config.hidden);
-    const SentenceBertSettings settings = read_sentence_bert_config(layout.bert_dir, config);
-    Tokenizer tokenizer = load_tokenizer(layout.bert_dir, settings);
+    const EncoderConfig config = read_encoder_config((layout.encoder_dir / "config.json").string());
+    SentenceEncoderConfig settings_out;
+    settings_out.modules = read_sentence_modules(layout, config.hidden);
+    settings_out.prompts = read_prompts(dir, settings_out.similarity);
+    const SentenceBertSettings settings = read_sentence_bert_config(layout.encoder_dir, config);
+    settings_out.max_seq_length = settings.max_seq_length;
+    Tokenizer tokenizer = load_tokenizer(layout.encoder_dir, settings);
     tokenizer.set_truncation(Truncation{.max_length = settings.max_seq_length});
     if (tokenizer.vocab_size() > config.vocab_size) {
-      fail(layout.bert_dir, "the tokenizer has ", tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
-           config.vocab_size);
+      fail(layout.encoder_dir, "the tokenizer's ids reach ", tokenizer.vocab_size() - 1,
+           ", beyond the model's vocab_size ", config.vocab_size);
     }
-    BertModel model = BertModel::load(layout.bert_dir, precision);
-    return SentenceEncoder(std::move(model), std::move(tokenizer),
-                           SentenceEncoderConfig{settings.max_seq_length, pooling, layout.normalize});
+    BertModel model = BertModel::load(layout.encoder_dir, precision);
+    return SentenceEncoder(std::move(model), std::move(tokenizer), std::move(settings_out));
   }
 
-  // The embedding of one text: dim() floats.
-  [[nodiscard]] std::vector<float> embed(std::string_view text, ThreadPool* pool = nullptr) const {
-    const Encoding encoding = tokenizer_.encode(text);
-    return std::move(embed_encoded(std::span(&encoding, 1), pool)[0]);
+  // The embedding of one text: dim() floats. prompt_name: one of config().prompts, put before the
+  // text (nullopt: the default prompt, if the model names one).
+  [[nodiscard]] std::vector<float> embed(std::string_view text, ThreadPool* pool = nullptr,
+                                         std::optional<std::string_view> prompt_name = std::nullopt) const {
+    const Encoding encoding = encode(text, prompt_name);
+    return std::move(embed_encoded(std::span(&encoding, 1), pool, prompt_tokens(prompt_name))[0]);
   }
 
   // The embeddings of many texts, in order, from one encoder run over all their tokens.
-  [[nodiscard]] std::vector<std::vector<float>> embed_batch(std::span<const std::string> texts,
-                                                            ThreadPool* pool = nullptr) const {
+  [[nodiscard]] std::vector<std::vector<float>> embed_batch(
+      std::span<const std::string> texts, ThreadPool* pool = nullptr,
+      std::optional<std::string_view> prompt_name = std::nullopt) const {
     std::vector<Encoding> batch;
     batch.reserve(texts.size());
-    for (const std::string& text : texts) batch.push_back(tokenizer_.encode(text));
-    return embed_encoded(batch, pool);
+    for (const std::string& text : texts) batch.push_back(encode(text, prompt_name));
+    return embed_encoded(batch, pool, prompt_tokens(prompt_name));
   }
 
-  // The embeddings of already tokenized texts (tokenizer().encode, padded or not): for callers
-  // that tokenize ahead or time the stages apart.
+  // A text's tokens as embed takes them: the prompt and the text tokenized as one, truncated to
+  // config().max_seq_length.
+  [[nodiscard]] Encoding encode(std::string_view text, std::optional<std::string_view> prompt_name = std::nullopt) const {
+    const std::string_view prompt = prompt_text(prompt_name);
+    if (prompt.empty()) return tokenizer_.encode(text);
+    std::string joined;
+    joined.reserve(prompt.size() + text.size());
+    joined.append(prompt).append(text);
+    return tokenizer_.encode(joined);
+  }
+
+  // The text a prompt puts before each input ("" for none); an unknown name is an error that lists
+  // the model's prompts.
+  [[nodiscard]] std::string_view prompt_text(std::optional<std::string_view> prompt_name) const {
+    const std::optional<std::string_view> name = resolve(prompt_name);
+    return name ? std::string_view(config_.prompts.texts.find(*name)->second) : std::string_view();
+  }
+  // The tokens a prompt takes at the start of an encoding (0 for none).
+  [[nodiscard]] std::size_t prompt_tokens(std::optional<std::string_view> prompt_name) const {
+    const std::optional<std::string_view> name = resolve(prompt_name);
+    return name ? prompt_tokens_.find(*name)->second : 0;
+  }
+
+  // The embeddings of already tokenized texts (encode, or tokenizer().encode; padded or not): for
+  // callers that tokenize ahead or time the stages apart. prompt_tokens: each encoding's first
+  // tokens that are a prompt (prompt_tokens(name)).
   [[nodiscard]] std::vector<std::vector<float>> embed_encoded(std::span<const Encoding> batch,
-                                                              ThreadPool* pool = nullptr) const {
-    std::vector<std::vector<float>> embeddings(batch.size(), std::vector<float>(dim()));
-    if (batch.empty()) return embeddings;
+                                                              ThreadPool* pool = nullptr,
+                                                              std::size_t prompt_tokens = 0) const {
+    if (batch.empty()) return {};
     std::vector<float> hidden;
     const std::vector<std::size_t> lengths = model_.encode(batch, hidden, pool);
+    return embed_hidden(hidden, lengths, prompt_tokens);
+  }
+
+  // The modules after the encoder (pooling, Dense, Normalize) over hidden states computed
+  // elsewhere (a mapped forward): lengths[i] rows of hidden() floats per sequence, back to back.
+  [[nodiscard]] std::vector<std::vector<float>> embed_hidden(std::span<const float> hidden,
+                                                             std::span<const std::size_t> lengths,
+                                                             std::size_t prompt_tokens = 0) const {
+    std::vector<std::vector<float>> embeddings;
+    embeddings.reserve(lengths.size());
+    const std::size_t width = this->hidden();
     std::size_t first_row = 0;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const std::span<const float> rows = std::span<const float>(hidden).subspan(first_row * dim(), lengths[i] * dim());
-      pool_tokens(rows, lengths[i], dim(), config_.pooling, embeddings[i]);
-      if (config_.normalize) l2_normalize(embeddings[i]);
-      first_row += lengths[i];
+    for (const std::size_t length : lengths) {
+      require((first_row + length) * width <= hidden.size(), "SentenceEncoder::embed_hidden: too few hidden states");
+      embeddings.push_back(
+          config_.modules.embed(hidden.subspan(first_row * width, length * width), length, width, prompt_tokens));
+      first_row += length;
     }
     return embeddings;
   }
@@ -352,13 +325,31 @@ class SentenceEncoder {
   [[nodiscard]] const BertModel& model() const noexcept { return model_; }
   [[nodiscard]] const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
   [[nodiscard]] const SentenceEncoderConfig& config() const noexcept { return config_; }
-  // Length of an embedding: the model's hidden size.
-  [[nodiscard]] std::size_t dim() const noexcept { return model_.config().hidden; }
+  // Length of an embedding: the last module's output (pooling's modes x hidden(), or the last Dense's).
+  [[nodiscard]] std::size_t dim() const noexcept { return config_.modules.dim(hidden()); }
+  // The encoder's hidden size.
+  [[nodiscard]] std::size_t hidden() const noexcept { return model_.config().hidden; }
 
  private:
+  // The prompt a call uses: the name given, else the default one; nullopt for none.
+  [[nodiscard]] std::optional<std::string_view> resolve(std::optional<std::string_view> prompt_name) const {
+    if (!prompt_name) {
+      if (!config_.prompts.default_name) return std::nullopt;
+      return std::string_view(*config_.prompts.default_name);
+    }
+    if (!config_.prompts.texts.contains(*prompt_name)) {
+      std::string names;
+      for (const auto& [name, text] : config_.prompts.texts) names += (names.empty() ? "" : ", ") + name;
+      throw Error(concat("stile: SentenceEncoder: no prompt named \"", *prompt_name, "\" (the model's prompts: ",
+                         names.empty() ? std::string("none") : names, ")"));
+    }
+    return prompt_name;
+  }
+
   BertModel model_;
   Tokenizer tokenizer_;
   SentenceEncoderConfig config_;
+  std::map<std::string, std::size_t, std::less<>> prompt_tokens_;  // per prompt name
 };
 
 }  // namespace stile
