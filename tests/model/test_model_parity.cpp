@@ -72,12 +72,17 @@ const SentenceEncoder* default_encoder() {
   return &encoder;
 }
 
-// The cases the model runs on: all of them, or with STILE_TEST_QUICK=1 (set for the aarch64 tests
-// under qemu, where a full run takes minutes) the golden batch's 8 and the 128-token case.
+// STILE_TEST_QUICK=1: set for the aarch64 tests under qemu, where a full run takes minutes.
+bool quick_run() {
+  const char* quick = std::getenv("STILE_TEST_QUICK");
+  return quick != nullptr && std::string_view(quick) == "1";
+}
+
+// The cases the model runs on: all of them, or in a quick run the golden batch's 8 and the
+// 128-token case.
 std::vector<std::size_t> cases_to_run(const ModelGoldens& g) {
   std::vector<std::size_t> ids;
-  const char* quick = std::getenv("STILE_TEST_QUICK");
-  if (quick != nullptr && std::string_view(quick) == "1") {
+  if (quick_run()) {
     ids = g.batch_rows();
     for (const GoldenCase& c : g.cases()) {
       if (c.category == "len128") ids.push_back(c.id);
@@ -298,8 +303,7 @@ TEST_CASE("embed(text) is the reference's SentenceTransformer.encode(text)", "[m
   // A plain sentence, the empty text ([CLS] [SEP] only), and a text the pipeline must truncate
   // to max_seq_length (256 of its ~400 tokens; skipped in quick mode, as cases_to_run).
   std::vector<std::string> categories = {"sst2", "empty"};
-  const char* quick = std::getenv("STILE_TEST_QUICK");
-  if (quick == nullptr || std::string_view(quick) != "1") categories.push_back("truncated_256");
+  if (!quick_run()) categories.push_back("truncated_256");
   Worst diff = worst_max(), cos = worst_min();
   for (const std::string& category : categories) {
     const auto c =
@@ -469,6 +473,10 @@ TEST_CASE("a padded batch gives what the same batch unpadded gives", "[model][go
 }
 
 TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][errors]") {
+  if (quick_run()) {
+    WARN("STILE_TEST_QUICK=1: the file errors (portable code, tested natively) are skipped");
+    return;
+  }
   const fs::path model = model_dir_or_warn();
   if (model.empty()) return;
   const TempDir temp;
@@ -567,6 +575,10 @@ TEST_CASE("a bad model directory is a stile::Error naming the file", "[model][er
 }
 
 TEST_CASE("SentenceEncoder's defaults for missing optional files, and CLS pooling", "[model][golden]") {
+  if (quick_run()) {
+    WARN("STILE_TEST_QUICK=1: the defaults (portable code, tested natively) are skipped");
+    return;
+  }
   const fs::path model = model_dir_or_warn();
   if (model.empty()) return;
   const ModelGoldens& g = goldens();
