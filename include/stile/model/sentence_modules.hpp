@@ -69,8 +69,9 @@ struct DenseModule {
       double z = bias.empty() ? 0.0 : bias[o];
       for (std::size_t i = 0; i < in; ++i) z += double(weight[o * in + i]) * x[i];
       double r = 0.0;
-      if (use_residual && residual.empty()) r = x[o];
-      if (use_residual && !residual.empty()) {
+      if (use_residual && residual.empty()) {
+        r = x[o];
+      } else if (use_residual) {
         for (std::size_t i = 0; i < in; ++i) r += double(residual[o * in + i]) * x[i];
       }
       y[o] = static_cast<float>(activate(z) + r);
@@ -252,6 +253,16 @@ inline SentencePooling read_pooling(const fs::path& pooling_dir, std::size_t hid
   return pooling;
 }
 
+// A module reads and writes the pooled embedding; one that works on another feature (the token
+// embeddings of a multi-vector model) is refused.
+inline void check_feature_names(const nlohmann::json& config, const fs::path& file) {
+  for (const char* key : {"module_input_name", "module_output_name"}) {
+    if (const auto name = config.find(key); name != config.end() && !name->is_null() && *name != "sentence_embedding") {
+      fail(file, key, " ", name->dump(), " is not supported (only \"sentence_embedding\")");
+    }
+  }
+}
+
 inline DenseModule::Activation dense_activation(const nlohmann::json& name, const fs::path& file) {
   using A = DenseModule::Activation;
   // sentence-transformers writes the class's full name (torch.nn.modules.activation.Tanh); the
@@ -301,11 +312,7 @@ inline DenseModule read_dense(const fs::path& dense_dir, std::size_t in_features
   if (const auto act = root->find("activation_function"); act != root->end() && !act->is_null()) {
     dense.activation = dense_activation(*act, file);
   }
-  for (const char* key : {"module_input_name", "module_output_name"}) {
-    if (const auto name = root->find(key); name != root->end() && !name->is_null() && *name != "sentence_embedding") {
-      fail(file, key, " ", name->dump(), " is not supported (only \"sentence_embedding\")");
-    }
-  }
+  check_feature_names(*root, file);
   const fs::path weights = dense_dir / kModuleWeightsFile;
   std::error_code ec;
   if (!fs::exists(weights, ec)) {
@@ -326,13 +333,7 @@ inline DenseModule read_dense(const fs::path& dense_dir, std::size_t in_features
 // Normalize's config.json (written by newer sentence-transformers) may only say what it already does.
 inline void check_normalize(const fs::path& normalize_dir) {
   const fs::path file = normalize_dir / kModuleConfigFile;
-  const std::optional<nlohmann::json> root = read_optional_json_object(file);
-  if (!root) return;
-  for (const char* key : {"module_input_name", "module_output_name"}) {
-    if (const auto name = root->find(key); name != root->end() && !name->is_null() && *name != "sentence_embedding") {
-      fail(file, key, " ", name->dump(), " is not supported (only \"sentence_embedding\")");
-    }
-  }
+  if (const std::optional<nlohmann::json> root = read_optional_json_object(file)) check_feature_names(*root, file);
 }
 
 }  // namespace sentence_modules_detail
