@@ -92,11 +92,12 @@ inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
 inline constexpr const char* kVocabFile = "vocab.txt";
 inline constexpr const char* kTokenizerFile = "tokenizer.json";
 
-inline SentencePrompts read_prompts(const fs::path& dir, std::string& similarity) {
+// config_sentence_transformers.json's prompts and similarity into config.
+inline void read_prompts(const fs::path& dir, SentenceEncoderConfig& config) {
   const fs::path file = dir / kSentenceTransformersConfigFile;
-  SentencePrompts prompts;
+  SentencePrompts& prompts = config.prompts;
   const std::optional<nlohmann::json> root = read_optional_json_object(file);
-  if (!root) return prompts;
+  if (!root) return;
   if (const auto texts = root->find("prompts"); texts != root->end() && !texts->is_null()) {
     if (!texts->is_object()) fail(file, "\"prompts\" must be a JSON object of name: text, got ", texts->dump());
     for (const auto& [name, text] : texts->items()) {
@@ -114,9 +115,8 @@ inline SentencePrompts read_prompts(const fs::path& dir, std::string& similarity
     if (*fn != "cosine" && *fn != "dot" && *fn != "euclidean" && *fn != "manhattan") {
       fail(file, "similarity_fn_name ", fn->dump(), " is not one of cosine, dot, euclidean, manhattan");
     }
-    similarity = fn->get<std::string>();
+    config.similarity = fn->get<std::string>();
   }
-  return prompts;
 }
 
 // The tokenizer's normalizer, from tokenizer_config.json (Hugging Face passes these to the fast
@@ -236,11 +236,11 @@ class SentenceEncoder {
     const SentenceLayout layout = read_sentence_layout(dir);
     // The small files first, so a bad one is reported before the weights are read.
     const EncoderConfig config = read_encoder_config((layout.encoder_dir / "config.json").string());
-    SentenceEncoderConfig settings_out;
-    settings_out.modules = read_sentence_modules(layout, config.hidden);
-    settings_out.prompts = read_prompts(dir, settings_out.similarity);
+    SentenceEncoderConfig pipeline;
+    pipeline.modules = read_sentence_modules(layout, config.hidden);
+    read_prompts(dir, pipeline);
     const SentenceBertSettings settings = read_sentence_bert_config(layout.encoder_dir, config);
-    settings_out.max_seq_length = settings.max_seq_length;
+    pipeline.max_seq_length = settings.max_seq_length;
     Tokenizer tokenizer = load_tokenizer(layout.encoder_dir, settings);
     tokenizer.set_truncation(Truncation{.max_length = settings.max_seq_length});
     if (tokenizer.vocab_size() > config.vocab_size) {
@@ -248,7 +248,7 @@ class SentenceEncoder {
            ", beyond the model's vocab_size ", config.vocab_size);
     }
     BertModel model = BertModel::load(layout.encoder_dir, precision);
-    return SentenceEncoder(std::move(model), std::move(tokenizer), std::move(settings_out));
+    return SentenceEncoder(std::move(model), std::move(tokenizer), std::move(pipeline));
   }
 
   // The embedding of one text: dim() floats. prompt_name: one of config().prompts, put before the
@@ -263,21 +263,17 @@ class SentenceEncoder {
   [[nodiscard]] std::vector<std::vector<float>> embed_batch(
       std::span<const std::string> texts, ThreadPool* pool = nullptr,
       std::optional<std::string_view> prompt_name = std::nullopt) const {
+    const std::string_view prompt = prompt_text(prompt_name);
     std::vector<Encoding> batch;
     batch.reserve(texts.size());
-    for (const std::string& text : texts) batch.push_back(encode(text, prompt_name));
+    for (const std::string& text : texts) batch.push_back(encode_after(prompt, text));
     return embed_encoded(batch, pool, prompt_tokens(prompt_name));
   }
 
   // A text's tokens as embed takes them: the prompt and the text tokenized as one, truncated to
   // config().max_seq_length.
   [[nodiscard]] Encoding encode(std::string_view text, std::optional<std::string_view> prompt_name = std::nullopt) const {
-    const std::string_view prompt = prompt_text(prompt_name);
-    if (prompt.empty()) return tokenizer_.encode(text);
-    std::string joined;
-    joined.reserve(prompt.size() + text.size());
-    joined.append(prompt).append(text);
-    return tokenizer_.encode(joined);
+    return encode_after(prompt_text(prompt_name), text);
   }
 
   // The text a prompt puts before each input ("" for none); an unknown name is an error that lists
@@ -331,6 +327,15 @@ class SentenceEncoder {
   [[nodiscard]] std::size_t hidden() const noexcept { return model_.config().hidden; }
 
  private:
+  // prompt + text, tokenized as one text.
+  [[nodiscard]] Encoding encode_after(std::string_view prompt, std::string_view text) const {
+    if (prompt.empty()) return tokenizer_.encode(text);
+    std::string joined;
+    joined.reserve(prompt.size() + text.size());
+    joined.append(prompt).append(text);
+    return tokenizer_.encode(joined);
+  }
+
   // The prompt a call uses: the name given, else the default one; nullopt for none.
   [[nodiscard]] std::optional<std::string_view> resolve(std::optional<std::string_view> prompt_name) const {
     if (!prompt_name) {
