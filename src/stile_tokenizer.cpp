@@ -106,6 +106,10 @@ std::optional<std::string_view> Tokenizer::id_to_token(std::int32_t id) const {
   return parts_->model->id_to_token(id);
 }
 
+std::optional<std::int32_t> Tokenizer::unk_id() const { return parts_->model->unk_id(); }
+
+std::string_view Tokenizer::continuing_subword_prefix() const { return parts_->model->continuing_subword_prefix(); }
+
 std::size_t Tokenizer::vocab_size() const { return std::max(parts_->model->id_end(), parts_->added.end_id()); }
 
 Encoding Tokenizer::encode_sequence(std::string_view text, std::int32_t type_id) const {

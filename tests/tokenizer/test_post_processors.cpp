@@ -66,6 +66,8 @@ class WordLevel final : public Model {
     return std::string_view(it->second);
   }
   std::size_t vocab_size() const override { return vocab_.size(); }
+  std::optional<std::int32_t> unk_id() const override { return unk_; }
+  std::string_view continuing_subword_prefix() const override { return {}; }
   std::size_t id_end() const override {
     std::size_t end = 0;
     for (const auto& entry : by_id_) end = std::max(end, static_cast<std::size_t>(entry.first) + 1);

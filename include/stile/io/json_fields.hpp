@@ -72,6 +72,23 @@ inline const std::string& json_string_member(const nlohmann::json& j, std::strin
   return v.get_ref<const std::string&>();
 }
 
+// j[key], a string, or `fallback` when the key is absent or null (Hugging Face's "not set").
+inline std::string json_optional_string(const nlohmann::json& j, std::string_view key, std::string_view fallback,
+                                        std::string_view file) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::string(fallback);
+  if (!it->is_string()) json_fail(file, "", "\"", key, "\" must be a string, got ", json_excerpt(*it));
+  return it->get<std::string>();
+}
+
+// j[key], true or false, or `fallback` when the key is absent or null.
+inline bool json_optional_bool(const nlohmann::json& j, std::string_view key, bool fallback, std::string_view file) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) json_fail(file, "", "\"", key, "\" must be true or false, got ", json_excerpt(*it));
+  return it->get<bool>();
+}
+
 // A whole number >= 0: "<what> must be a whole number >= 0, got <value>". Parsed text gives
 // unsigned numbers; a json built in memory from int literals gives signed ones, also taken.
 inline std::uint64_t json_whole(const nlohmann::json& v, std::string_view what, std::string_view where,

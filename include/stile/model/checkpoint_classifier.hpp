@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,13 +35,14 @@ inline constexpr const char* kClassifierWeight = "classifier.weight";
 inline constexpr const char* kClassifierBias = "classifier.bias";
 
 // The class names from a parsed config.json object (`file` names it in errors), for `classes`
-// classes: id2label's values in id order, or "0".."classes-1" when the key is absent.
+// classes: id2label's values in id order, or, when the key is absent, `unnamed` followed by the
+// class id ("0", "1", ...; transformers names them "LABEL_0", "LABEL_1", ...).
 inline std::vector<std::string> classifier_labels(const nlohmann::json& config, std::size_t classes,
-                                                  const std::string& file) {
+                                                  const std::string& file, std::string_view unnamed = "") {
   std::vector<std::string> labels(classes);
   const auto it = config.is_object() ? config.find("id2label") : config.end();
   if (it == config.end() || it->is_null()) {
-    for (std::size_t c = 0; c < classes; ++c) labels[c] = std::to_string(c);
+    for (std::size_t c = 0; c < classes; ++c) labels[c] = std::string(unnamed) + std::to_string(c);
     return labels;
   }
   if (!it->is_object() || it->size() != classes) {

@@ -179,6 +179,10 @@ class BpeModel final : public Model {
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
   [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
+  [[nodiscard]] std::optional<std::int32_t> unk_id() const override {
+    return options_.unk_token ? vocab_.find(*options_.unk_token) : std::nullopt;
+  }
+  [[nodiscard]] std::string_view continuing_subword_prefix() const override { return prefix_; }
   [[nodiscard]] const BpeOptions& options() const noexcept { return options_; }
 
  private:

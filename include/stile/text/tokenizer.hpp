@@ -94,6 +94,10 @@ class Tokenizer {
   // Ids run from 0 to vocab_size() - 1: the model's vocabulary and the added tokens (one past the
   // largest id: an embedding table needs this many rows even where the vocabulary's ids have holes).
   [[nodiscard]] std::size_t vocab_size() const;
+  // The model's unknown token (nullopt: it has none).
+  [[nodiscard]] std::optional<std::int32_t> unk_id() const;
+  // The model's mark of a token that continues a word ("##" for WordPiece; "" when it has none).
+  [[nodiscard]] std::string_view continuing_subword_prefix() const;
   // The id padding uses: the file's "padding".pad_id, else [PAD] or <pad>, else 0.
   [[nodiscard]] std::int32_t pad_id() const noexcept { return pad_id_; }
 

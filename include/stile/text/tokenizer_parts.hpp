@@ -66,6 +66,10 @@ class Model {
   [[nodiscard]] virtual std::size_t vocab_size() const = 0;
   // One past the largest id: vocab_size() unless the ids have holes (the reference allows them).
   [[nodiscard]] virtual std::size_t id_end() const = 0;
+  // The unknown token's id; nullopt when the model has none (or its unk_token is not in the vocab).
+  [[nodiscard]] virtual std::optional<std::int32_t> unk_id() const = 0;
+  // The mark of a token that continues a word ("##" for WordPiece); "" when the model has none.
+  [[nodiscard]] virtual std::string_view continuing_subword_prefix() const = 0;
 };
 
 class PostProcessor {

@@ -173,7 +173,8 @@ class UnigramModel final : public Model {
   }
   [[nodiscard]] std::size_t vocab_size() const override { return pieces_.size(); }
   [[nodiscard]] std::size_t id_end() const override { return pieces_.size(); }  // ids are the pieces' places
-  [[nodiscard]] std::optional<std::int32_t> unk_id() const noexcept { return unk_id_; }
+  [[nodiscard]] std::optional<std::int32_t> unk_id() const override { return unk_id_; }
+  [[nodiscard]] std::string_view continuing_subword_prefix() const override { return {}; }
   [[nodiscard]] bool byte_fallback() const noexcept { return byte_fallback_; }
   [[nodiscard]] double score(std::int32_t id) const { return pieces_.at(static_cast<std::size_t>(id)).second; }
 

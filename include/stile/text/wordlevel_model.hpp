@@ -52,6 +52,8 @@ class WordLevelModel final : public Model {
   [[nodiscard]] std::optional<std::string_view> id_to_token(std::int32_t id) const override { return vocab_.token(id); }
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
   [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
+  [[nodiscard]] std::optional<std::int32_t> unk_id() const override { return unk_id_; }
+  [[nodiscard]] std::string_view continuing_subword_prefix() const override { return {}; }
 
  private:
   model_detail::TokenVocab vocab_;

@@ -107,8 +107,9 @@ class WordPieceModel final : public Model {
   [[nodiscard]] std::size_t vocab_size() const override { return vocab_.size(); }
   [[nodiscard]] std::size_t id_end() const override { return vocab_.id_end(); }
 
+  [[nodiscard]] std::optional<std::int32_t> unk_id() const override { return unk_id_; }
+  [[nodiscard]] std::string_view continuing_subword_prefix() const override { return prefix_; }
   [[nodiscard]] const std::string& unk_token() const noexcept { return unk_token_; }
-  [[nodiscard]] const std::string& continuing_subword_prefix() const noexcept { return prefix_; }
 
  private:
   void push_unk(std::size_t n, std::vector<Token>& out) const {
