@@ -25,6 +25,7 @@
 #include "cli.hpp"
 #include "stile/core/progress_bar.hpp"
 #include "stile/io/model_cache.hpp"
+#include "stile/model/checkpoint_head.hpp"
 #include "stile/model/quantized_checkpoint.hpp"
 #include "stile/calibrate/lowrank_search.hpp"
 #include "stile/calibrate/token_counts.hpp"
@@ -150,6 +151,9 @@ int main(int argc, char** argv) {
     stile::ProgressBar bar("converting");
     options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
     const stile::ConvertReport r = stile::convert_checkpoint(model_dir, out, options);
+    if (stile::save_head_sidecar(model_dir, out)) {
+      fmt::print("{}: the checkpoint's sequence-classification head (read by run)\n", stile::head_path_for(out).string());
+    }
 
     fmt::print("{}: {} layers x {} shards, file {}\n", out.string(), r.outlier_fraction.size(), r.shards,
                human_bytes(double(r.file_bytes)));

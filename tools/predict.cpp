@@ -186,7 +186,7 @@ void classify(const Options& o, const stile::TaskModel& m, stile::ThreadPool* po
       text = std::string_view(input).substr(0, tab);
       pair = std::string_view(input).substr(tab + 1);
     }
-    const stile::Classification c = m.classify(text, pair, pool);
+    const stile::TextClassification c = m.classify(text, pair, pool);
     std::vector<std::size_t> order(c.scores.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c.scores[a] > c.scores[b]; });

@@ -48,6 +48,7 @@
 #include "stile/store/shard_store.hpp"
 #include "stile/text/wordpiece.hpp"
 #include "stile/io/encoder_config.hpp"
+#include "stile/model/checkpoint_head.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/plan/importance.hpp"
 
@@ -79,7 +80,9 @@ void print_result(const char* label, const stile::EngineResult& r, const stile::
       static_cast<double>(r.preload_held_bytes + r.word_cache_held_bytes) / 1e6,
       static_cast<double>(r.working_buffer_bytes) / 1e6);
   fmt::print("        embedding [{}...] norm {:.4f}", head, std::sqrt(norm));
-  if (r.label) {
+  if (r.label && !r.label_name.empty()) {
+    fmt::print("  class {} ({:.4f}, the checkpoint's head)", r.label_name, r.scores.at(*r.label));
+  } else if (r.label) {
     fmt::print("  class {} (head {})", heads->at(r.head).head.labels.at(*r.label), r.head);
   } else if (heads) {
     fmt::print("  no head for this plan's shape");
@@ -159,6 +162,12 @@ int main(int argc, char** argv) {
            "SST-2 heads per submodel shape (default: STORE.heads.json when it exists): each request is classified by "
            "its plan's head, and the planner, when it must shrink the submodel, picks the shape whose head scores best",
            heads_path);
+  std::optional<std::filesystem::path> task_head_path;
+  cli.flag("--task-head", "FILE",
+           "a fine-tuned checkpoint's own sequence-classification head (default: STORE.head.safetensors, which "
+           "convert writes for a <Family>ForSequenceClassification checkpoint, when it exists): it classifies each "
+           "request in place of --heads",
+           task_head_path);
   cli.flag("--min-bits", "B", "the planner's bitwidth floor (default: the lowest stored)", options.min_bits);
   cli.flag("--target-ms", "T", "latency target for the planner (default: none: the highest bitwidth)",
            options.target_ms)
@@ -305,6 +314,8 @@ int main(int argc, char** argv) {
     if (!heads_path) heads_path = stile_cli::existing_sidecar(store, Sidecar::heads);
     std::optional<stile::HeadsFile> heads;
     if (heads_path) heads = stile::HeadsFile::load(*heads_path);
+    if (!task_head_path && std::filesystem::exists(stile::head_path_for(store))) task_head_path = stile::head_path_for(store);
+
     std::optional<stile::DeviceProfile> profile;
     if (profile_path) profile = stile::DeviceProfile::load(*profile_path);
     // The processors outlive the engines (one per text); each engine gets its own split layer,
@@ -342,6 +353,7 @@ int main(int argc, char** argv) {
     auto open_engine = [&] {
       auto e = std::make_unique<stile::Engine>(store, options, profile);
       if (heads) e->set_heads(*heads);
+      if (task_head_path) e->set_task_head(stile::load_head_sidecar(*task_head_path, e->config()));
       if (mapping) {
         if (clusters.empty()) {
           const stile::EncoderConfig& config = e->store().config();

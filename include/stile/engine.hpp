@@ -9,6 +9,7 @@
 //   engine.set_target_ms(30);
 //   EngineResult r = engine.run("a charming and moving film");  // r.embedding, r.plan, r.timeline
 //   engine.set_heads(HeadsFile::load("model.stile.heads.json"));  // then r.label, by the plan's shape
+//   engine.set_task_head(load_head_sidecar("model.stile.head.safetensors", engine.config()));
 //   std::ofstream("trace.json") << to_chrome_trace(r.timeline);
 //
 // Memory between requests: the store's metadata, the resident parameters (biases, LayerNorms,
@@ -26,10 +27,11 @@
 //   layer compute   ops/layer_compute.hpp (one interface: CPU today; a split layer later)
 //   IO | compute    pipeline/layer_pipeline.hpp (the coroutine pipeline over the working buffer,
 //                   pipeline/working_buffer.hpp; the preload buffer, pipeline/preload_buffer.hpp)
-//   pooling, head   model/pooling.hpp, model/classifier.hpp
+//   pooling, head   model/pooling.hpp, model/classifier.hpp (or a checkpoint's head:
+//                   model/checkpoint_head.hpp)
 //
 // Thread safety: any number of threads may call one engine. Requests (run, preload_now, plan_for)
-// and the setters (set_target_ms, set_preload_budget, set_word_cache_budget, set_head, set_heads,
+// and the setters (set_target_ms, set_preload_budget, set_word_cache_budget, set_head, set_heads, set_task_head,
 // set_layer_compute) take turns on one lock that admits callers in the order they arrived (a
 // ticket lock, core/ticket_mutex.hpp): a setter called during a request waits for it and takes
 // effect from the next request on; two requests never overlap, and each gives the result it would
@@ -72,6 +74,7 @@ struct DeviceProfile;      // plan/device_profile.hpp
 struct Encoding;           // text/wordpiece.hpp
 struct HeadsFile;          // model/heads_file.hpp
 struct LinearHead;         // model/linear_head.hpp
+struct CheckpointHead;     // model/checkpoint_head.hpp
 class LayerCompute;        // ops/layer_compute.hpp
 class ShardStore;          // store/shard_store.hpp
 class FaultInjector;       // io/fault_injection.hpp
@@ -131,7 +134,10 @@ struct EngineResult {
   std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding
   std::vector<float> logits;         // [classes] when a head is set (for this plan's shape)
   std::optional<std::size_t> label;  // argmax of the logits when a head is set
-  std::string head;                  // the heads file's key of the head used ("" for set_head's)
+  std::string head;                  // the heads file's key of the head used ("" for set_head's,
+                                     // "checkpoint" for set_task_head's)
+  std::vector<double> scores;        // set_task_head's: each label's score (the model's score function)
+  std::string label_name;            // set_task_head's: the label's name (config.json's id2label)
   std::size_t tokens = 0;
   SubmodelPlan plan;
   Timeline timeline;
@@ -183,6 +189,10 @@ class Engine {
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads);
+  // A fine-tuned checkpoint's own sequence-classification head (load_head_sidecar: the store's
+  // STORE.head.safetensors, written by convert): it classifies every request from the last hidden
+  // states, in place of set_head's and set_heads' heads, and is kept resident.
+  void set_task_head(CheckpointHead head);
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
   // between processors or devices. It runs on the engine's compute executor, one layer at a time.
   void set_layer_compute(std::unique_ptr<LayerCompute> compute);

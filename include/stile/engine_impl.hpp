@@ -26,6 +26,7 @@
 #include "stile/io/storage_emulator.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/classifier.hpp"
+#include "stile/model/checkpoint_head.hpp"
 #include "stile/model/heads_file.hpp"
 #include "stile/model/linear_head.hpp"
 #include "stile/model/sharded_bert.hpp"
@@ -125,6 +126,14 @@ class EngineCore {
     shape_accuracy_ = heads.shape_accuracy();
     if (planner_) planner_->set_shape_accuracy(shape_accuracy_);
     classifier_.set_heads(std::move(heads));
+  }
+  void set_task_head(CheckpointHead head) {
+    require(head.task == HeadTask::kSequenceClassification,
+            concat("engine: a ", to_string(head.task), " head is not run by the engine (sequence classification is)"));
+    require(!head.head.layers.empty() && head.head.layers.front().in == config().hidden,
+            "engine: the checkpoint head reads another hidden size than the store's");
+    std::lock_guard<TicketMutex> lock(mutex_);
+    task_head_ = std::move(head);
   }
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
   // between processors or devices. It runs on the engine's compute executor, one layer at a time.
@@ -455,13 +464,24 @@ class EngineCore {
     LayerPipeline(io_, compute_executor_).run(n, slots, options_.mode, jobs, start, timeline.layers);
     preload_.end_request(wanted);
 
+    timeline.head_start_ms = ms();
     result.embedding.resize(d);
     pool_tokens(hidden, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
-    Classification classified = classifier_.classify(plan, result.embedding);
-    result.logits = std::move(classified.logits);
-    result.label = classified.label;
-    result.head = std::move(classified.head);
+    if (task_head_) {
+      task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
+      result.scores = class_scores(task_head_->classify_scores, result.logits);
+      result.label = static_cast<std::size_t>(std::max_element(result.scores.begin(), result.scores.end()) -
+                                              result.scores.begin());
+      result.label_name = task_head_->labels[*result.label];
+      result.head = "checkpoint";
+    } else {
+      Classification classified = classifier_.classify(plan, result.embedding);
+      result.logits = std::move(classified.logits);
+      result.label = classified.label;
+      result.head = std::move(classified.head);
+    }
+    timeline.head_end_ms = ms();
     result.working_buffer_bytes = working_.bytes();
     result.preload_held_bytes = preload_.held_bytes();
     result.word_cache_held_bytes = word_rows_.cache().held_bytes();
@@ -483,6 +503,7 @@ class EngineCore {
   std::function<double(std::size_t, std::size_t)> shape_accuracy_;  // the heads' (set_heads), for a new planner
   WordPieceTokenizer tokenizer_;
   Classifier classifier_;
+  std::optional<CheckpointHead> task_head_;  // set_task_head's, in place of classifier_
   ThreadPool pool_;
   PreloadBuffer preload_;
   WorkingBuffer working_;
@@ -519,6 +540,7 @@ double Engine::target_ms() const { return core_->target_ms(); }
 void Engine::set_preload_budget(std::size_t bytes) { core_->set_preload_budget(bytes); }
 void Engine::set_head(LinearHead head) { core_->set_head(std::move(head)); }
 void Engine::set_heads(HeadsFile heads) { core_->set_heads(std::move(heads)); }
+void Engine::set_task_head(CheckpointHead head) { core_->set_task_head(std::move(head)); }
 void Engine::set_layer_compute(std::unique_ptr<LayerCompute> compute) { core_->set_layer_compute(std::move(compute)); }
 void Engine::set_word_cache_budget(std::size_t bytes) { core_->set_word_cache_budget(bytes); }
 std::size_t Engine::word_cache_held_bytes() const { return core_->word_cache_held_bytes(); }

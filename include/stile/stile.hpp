@@ -21,6 +21,7 @@
 #include "stile/kernels/rowwise.hpp"
 #include "stile/model/bert_model.hpp"
 #include "stile/model/sentence_encoder.hpp"
+#include "stile/model/task_model.hpp"
 #include "stile/io/model_cache.hpp"
 #include "stile/core/arena.hpp"
 #include "stile/core/progress_bar.hpp"

@@ -21,7 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stile/engine.hpp"
 #include "stile/io/safetensors_writer.hpp"
+#include "stile/model/checkpoint_head.hpp"
+#include "stile/store/shard_converter.hpp"
 #include "stile/model/task_model.hpp"
 #include "stile/model/token_entities.hpp"
 #include "support/error_of.hpp"
@@ -37,7 +40,8 @@ using stile_test::TempDir;
 
 namespace {
 
-const fs::path kHeads = fs::path(STILE_TEST_DATA_DIR) / "heads";
+const fs::path kData = STILE_TEST_DATA_DIR;
+const fs::path kHeads = kData / "heads";
 // The encoders agree with transformers within 1.4e-6 (test_families); a head adds a few roundings.
 constexpr double kTolerance = 1e-5;
 
@@ -107,7 +111,7 @@ TEST_CASE("task heads: sequence classification equals transformers' text-classif
       INFO("text " << text << (pair ? " | " + *pair : std::string()));
       const stile::Encoding e = pair ? model.tokenizer().encode_pair(text, *pair) : model.tokenizer().encode(text);
       CHECK(e.input_ids == ids_of(c.at("ids")));
-      const stile::Classification got = model.classify(text, pair ? std::optional<std::string_view>(*pair) : std::nullopt);
+      const stile::TextClassification got = model.classify(text, pair ? std::optional<std::string_view>(*pair) : std::nullopt);
       const auto logits = c.at("logits").get<std::vector<double>>();
       REQUIRE(got.logits.size() == logits.size());
       for (std::size_t k = 0; k < logits.size(); ++k) {
@@ -335,4 +339,47 @@ TEST_CASE("task heads: a bad head or config is refused naming the file and the f
   const TaskModel tagger = TaskModel::load(kHeads / "bert_ner");
   CHECK_THAT(error_of([&] { (void)tagger.entities("a text", Aggregation::kNone, 2); }), Contains("aggregation"));
   CHECK_THAT(error_of([&] { (void)tagger.entities("a text", Aggregation::kSimple, 1000); }), Contains("stride 1000"));
+}
+
+TEST_CASE("task heads: the elastic engine classifies with a converted store's head sidecar", "[heads]") {
+  // The checkpoint, with the vocab.txt convert reads (its tokenizer's vocabulary in id order).
+  const TempDir temp;
+  const fs::path checkpoint = temp.path / "bert_seqcls";
+  fs::copy(kHeads / "bert_seqcls", checkpoint, fs::copy_options::recursive);
+  const TaskModel model = TaskModel::load(checkpoint);
+  {
+    std::ofstream vocab(checkpoint / "vocab.txt");
+    for (std::size_t id = 0; id < model.tokenizer().vocab_size(); ++id) {
+      vocab << model.tokenizer().id_to_token(static_cast<std::int32_t>(id)).value() << "\n";
+    }
+  }
+  const fs::path store = temp.path / "bert_seqcls.stile";
+  stile::ConvertOptions options;
+  options.bits = {32};  // fp32 shards: the engine's layers are the in-memory model's
+  (void)stile::convert_checkpoint(checkpoint, store, options);
+  REQUIRE(stile::save_head_sidecar(checkpoint, store));
+  stile::Engine engine(store);
+  engine.set_task_head(stile::load_head_sidecar(stile::head_path_for(store), engine.config()));
+  const nlohmann::json golden = read_json(kHeads / "bert_seqcls" / "golden.json");
+  std::size_t checked = 0;
+  for (const nlohmann::json& c : golden.at("cases")) {
+    if (!c.at("text_pair").is_null()) continue;
+    const std::string text = c.at("text");
+    INFO("text " << text);
+    const stile::EngineResult r = engine.run(model.tokenizer().encode(text));
+    const stile::TextClassification want = model.classify(text);
+    REQUIRE(r.logits.size() == want.logits.size());
+    for (std::size_t k = 0; k < want.logits.size(); ++k) CHECK(std::abs(r.logits[k] - want.logits[k]) <= kTolerance);
+    REQUIRE(r.label);
+    CHECK(*r.label == want.top());
+    CHECK(r.label_name == model.labels()[want.top()]);
+    CHECK(r.head == "checkpoint");
+    CHECK(r.timeline.head_end_ms >= r.timeline.head_start_ms);
+    ++checked;
+  }
+  CHECK(checked >= 5);
+  // A plain encoder's checkpoint has no head to keep; a token classifier's head is not the engine's.
+  CHECK_FALSE(stile::save_head_sidecar(kData / "families" / "bert", temp.path / "plain.stile"));
+  stile::CheckpointHead tagger = stile::load_checkpoint_head(kHeads / "bert_ner", engine.config());
+  CHECK_THAT(error_of([&] { engine.set_task_head(std::move(tagger)); }), Contains("token classification"));
 }

@@ -233,11 +233,17 @@ inline TaskHead read_task_head(HeadTask task, const SafetensorsFile& file, const
   }
   if (task == HeadTask::kSequenceClassification) {
     switch (f) {
-      case EncoderFamily::kBert:
-        head.layers.push_back(
-            read_layer(file, CheckpointNames::of(c, file).prefix + "pooler.dense", d, d, true, HeadActivation::kTanh));
+      case EncoderFamily::kBert: {
+        // The pooler is the base model's (bert.pooler); a file of the head's tensors alone (a shard
+        // store's head sidecar) has no word table to find the prefix by.
+        std::string pooler = CheckpointNames::of(c, file).prefix + "pooler.dense";
+        if (file.find(pooler + ".weight") == nullptr && file.find("bert.pooler.dense.weight") != nullptr) {
+          pooler = "bert.pooler.dense";
+        }
+        head.layers.push_back(read_layer(file, pooler, d, d, true, HeadActivation::kTanh));
         classifier("classifier");
         break;
+      }
       case EncoderFamily::kDistilBert:
         head.layers.push_back(read_layer(file, "pre_classifier", d, d, true, HeadActivation::kRelu));
         classifier("classifier");

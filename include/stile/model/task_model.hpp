@@ -3,17 +3,14 @@
 // the task's answer, as the reference pipelines give it.
 //
 //   TaskModel m = TaskModel::load(dir);                          // config.json names the head
-//   Classification c = m.classify("A gripping film.");           // labels(), scores, logits
+//   TextClassification c = m.classify("A gripping film.");       // labels(), scores, logits
 //   std::vector<double> s = m.score_pairs(query, passages);      // a cross-encoder's scores
 //   std::vector<Entity> e = m.entities(text, Aggregation::kSimple);
 //   SparseVector v = m.sparse(text);                             // SPLADE
 //
-// The task comes from config.json's "architectures" (<Family>ForSequenceClassification,
-// ...ForTokenClassification, ...ForMaskedLM); a sentence-transformers directory (modules.json:
-// the Transformer at the top, then SpladePooling for a SparseEncoder) is read the same way. The
-// head and its checks: model/task_head.hpp. The scores: model/class_scores.hpp
-// (classify: the text-classification pipeline's function; score_pairs: sentence-transformers'
-// CrossEncoder activation). Entities: model/token_entities.hpp.
+// The task, the head, its labels and score functions: model/checkpoint_head.hpp (classify: the
+// text-classification pipeline's function; score_pairs: sentence-transformers' CrossEncoder
+// activation). Entities: model/token_entities.hpp.
 //
 // Long inputs: a text longer than max_length() tokens is truncated (classification, reranking,
 // SPLADE: the references truncate too; a pair loses tokens from the longer text first). Token
@@ -47,20 +44,16 @@
 #include "stile/core/file_error.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/io/encoder_config.hpp"
-#include "stile/io/json_fields.hpp"
 #include "stile/io/json_file.hpp"
-#include "stile/io/safetensors.hpp"
 #include "stile/model/bert_model.hpp"
-#include "stile/model/checkpoint_classifier.hpp"
-#include "stile/model/class_scores.hpp"
-#include "stile/model/task_head.hpp"
+#include "stile/model/checkpoint_head.hpp"
 #include "stile/model/token_entities.hpp"
 #include "stile/text/tokenizer.hpp"
 
 namespace stile {
 
 // One text's (or pair's) classification: logits and scores per label, in label order.
-struct Classification {
+struct TextClassification {
   std::vector<float> logits;
   std::vector<double> scores;
   // The label of the highest score.
@@ -75,20 +68,9 @@ struct SparseVector {
   std::vector<float> weights;
 };
 
-// SPLADE's pooling over the masked-LM logits (sentence-transformers' SpladePooling): per token
-// log(1 + ReLU(logit)) (log1p_relu: log1p once more), then the max or the sum over the tokens.
-struct SpladeSettings {
-  bool max = true;
-  bool log1p_twice = false;
-};
-
 struct TaskModelConfig {
-  HeadTask task = HeadTask::kSequenceClassification;
-  std::vector<std::string> labels;            // classification: one per output, in id order
-  ScoreFunction classify_scores = ScoreFunction::kSoftmax;
-  ScoreFunction pair_scores = ScoreFunction::kSigmoid;
-  std::size_t max_length = 512;               // tokens per sequence, special tokens included
-  SpladeSettings splade;
+  CheckpointHead head;           // the task, the head, its labels and score functions
+  std::size_t max_length = 512;  // tokens per sequence, special tokens included
 };
 
 namespace task_model_detail {
@@ -96,21 +78,6 @@ namespace task_model_detail {
 namespace fs = std::filesystem;
 
 inline constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
-
-// The task a config.json's "architectures" names.
-inline HeadTask read_task(const nlohmann::json& config, std::string_view file) {
-  const auto it = config.find("architectures");
-  if (it == config.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
-    fail_in_file(file, "\"architectures\" must name the model class (<Family>ForSequenceClassification, "
-                       "ForTokenClassification or ForMaskedLM) for stile to know its head");
-  }
-  const std::string name = (*it)[0].get<std::string>();
-  if (name.ends_with("ForSequenceClassification")) return HeadTask::kSequenceClassification;
-  if (name.ends_with("ForTokenClassification")) return HeadTask::kTokenClassification;
-  if (name.ends_with("ForMaskedLM")) return HeadTask::kMaskedLm;
-  fail_in_file(file, "\"architectures\": ", name.substr(0, 60),
-               " has no head stile runs (ForSequenceClassification, ForTokenClassification, ForMaskedLM)");
-}
 
 // The most tokens a sequence may have: sentence_bert_config.json's max_seq_length, else
 // tokenizer_config.json's model_max_length at most the model's positions (a huge value there means
@@ -140,56 +107,6 @@ inline std::size_t read_max_length(const fs::path& dir, const EncoderConfig& c) 
   return max;
 }
 
-// A sentence-transformers directory's modules.json (a CrossEncoder's or a SparseEncoder's): the
-// encoder at the directory's top, then, for a SparseEncoder, SpladePooling and its settings.
-inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
-  SpladeSettings splade;
-  const fs::path path = dir / "modules.json";
-  if (!fs::exists(path)) return splade;
-  const std::string file = path.string();
-  const nlohmann::json modules = read_json_file(path, kMaxConfigBytes, 16, "the modules list");
-  if (!modules.is_array() || modules.empty()) fail_in_file(file, "must be a non-empty JSON array of modules");
-  for (std::size_t i = 0; i < modules.size(); ++i) {
-    const nlohmann::json& m = modules[i];
-    const auto type = m.is_object() ? m.find("type") : m.end();
-    if (type == m.end() || !type->is_string()) fail_in_file(file, "module ", i, " has no string \"type\"");
-    const std::string& t = type->get_ref<const std::string&>();
-    const std::string_view name = std::string_view(t).substr(t.rfind('.') + 1);
-    std::string where;
-    if (const auto p = m.find("path"); p != m.end() && !p->is_null()) {
-      if (!p->is_string()) fail_in_file(file, "module ", i, "'s \"path\" must be a string");
-      where = p->get<std::string>();
-    }
-    if (where.find("..") != std::string::npos || where.starts_with('/')) {
-      fail_in_file(file, "module path \"", where.substr(0, 80), "\" is not inside the model directory");
-    }
-    if (i == 0) {
-      if (name != "Transformer" && name != "MLMTransformer") {
-        fail_in_file(file, "module 0 is ", t.substr(0, 80), ", not the Transformer");
-      }
-      if (!where.empty()) fail_in_file(file, "the encoder must be the directory's own (module 0's path is \"", where, "\")");
-    } else if (name == "SpladePooling" && task == HeadTask::kMaskedLm && i == 1) {
-      const fs::path settings_path = dir / where / "config.json";
-      const std::string settings_file = settings_path.string();
-      const nlohmann::json j = read_json_file(settings_path, kMaxConfigBytes, 16, "the SpladePooling config");
-      const std::string pooling = json_optional_string(j, "pooling_strategy", "max", settings_file);
-      const std::string activation = json_optional_string(j, "activation_function", "relu", settings_file);
-      if (pooling != "max" && pooling != "sum") {
-        fail_in_file(settings_file, "\"pooling_strategy\": \"", pooling.substr(0, 40), "\" is not max or sum");
-      }
-      if (activation != "relu" && activation != "log1p_relu") {
-        fail_in_file(settings_file, "\"activation_function\": \"", activation.substr(0, 40), "\" is not relu or log1p_relu");
-      }
-      splade.max = pooling == "max";
-      splade.log1p_twice = activation == "log1p_relu";
-    } else {
-      fail_in_file(file, "module ", t.substr(0, 80), " is not supported after the encoder of a ", to_string(task),
-                   " model (a SparseEncoder's SpladePooling is)");
-    }
-  }
-  return splade;
-}
-
 // Code points of UTF-8 bytes (a stray continuation byte counts as one, as a replacement would).
 inline std::size_t code_points(std::string_view s) {
   std::size_t n = 0;
@@ -201,14 +118,14 @@ inline std::size_t code_points(std::string_view s) {
 
 class TaskModel {
  public:
-  TaskModel(BertModel model, Tokenizer tokenizer, TaskHead head, TaskModelConfig config)
-      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), head_(std::move(head)), config_(std::move(config)) {
+  TaskModel(BertModel model, Tokenizer tokenizer, TaskModelConfig config)
+      : model_(std::move(model)), tokenizer_(std::move(tokenizer)), config_(std::move(config)) {
     require(tokenizer_.vocab_size() <= model_.config().vocab_size,
             "TaskModel: the tokenizer's ids reach beyond the model's embedding table");
     require(config_.max_length >= 2 && config_.max_length <= model_.config().max_positions(),
             "TaskModel: max_length must be in [2, the model's positions]");
-    require(head_.layers.front().in == model_.config().hidden, "TaskModel: the head reads another hidden size");
-    require(config_.task != HeadTask::kSequenceClassification || config_.labels.size() == head_.outputs(),
+    require(config_.head.head.layers.front().in == model_.config().hidden, "TaskModel: the head reads another hidden size");
+    require(config_.head.task != HeadTask::kSequenceClassification || config_.head.labels.size() == config_.head.head.outputs(),
             "TaskModel: one label per output of the head");
     tokenizer_.set_truncation(Truncation{.max_length = config_.max_length});
   }
@@ -218,63 +135,37 @@ class TaskModel {
   // Every file is validated; a bad one throws stile::Error naming it and the field.
   [[nodiscard]] static TaskModel load(const std::filesystem::path& dir, const ModelPrecision& precision = {}) {
     using namespace task_model_detail;
-    const fs::path config_path = dir / "config.json";
-    const std::string config_file = config_path.string();
-    const nlohmann::json json = read_json_file(config_path, kMaxConfigBytes, 16, "the model config");
-    const EncoderConfig encoder = read_encoder_config(config_file);
+    const EncoderConfig encoder = read_encoder_config((dir / "config.json").string());
     TaskModelConfig config;
-    config.task = read_task(json, config_file);
+    config.head = load_checkpoint_head(dir, encoder);
     config.max_length = read_max_length(dir, encoder);
-    config.splade = read_task_modules(dir, config.task);
     Tokenizer tokenizer = Tokenizer::from_model_dir(dir);
     if (tokenizer.vocab_size() > encoder.vocab_size) {
       fail_in_file(dir.string(), "the tokenizer's ids reach ", tokenizer.vocab_size() - 1,
                    ", beyond the model's vocab_size ", encoder.vocab_size);
     }
-    TaskHead head;
-    {
-      const SafetensorsFile file = SafetensorsFile::open((dir / "model.safetensors").string());
-      head = read_task_head(config.task, file, encoder, json, config_file);
-    }
-    if (config.task != HeadTask::kMaskedLm) {
-      config.labels = classifier_labels(json, head.outputs(), config_file, "LABEL_");
-      if (const auto n = json.find("num_labels"); n != json.end() && !n->is_null() &&
-                                                  !(n->is_number_unsigned() && n->get<std::size_t>() == head.outputs())) {
-        fail_in_file(config_file, "\"num_labels\" is ", n->dump(), ", the classifier has ", head.outputs(), " outputs");
-      }
-      config.classify_scores = pipeline_score_function(json, head.outputs(), config_file);
-      const fs::path st_path = dir / "config_sentence_transformers.json";
-      std::optional<nlohmann::json> st;
-      if (fs::exists(st_path)) st = read_json_file(st_path, kMaxConfigBytes, 16, "the sentence-transformers config");
-      if (st && st->contains("default_prompt_name") && !(*st)["default_prompt_name"].is_null()) {
-        fail_in_file(st_path.string(), "\"default_prompt_name\": prompts are not implemented for a ", to_string(config.task),
-                     " model");
-      }
-      config.pair_scores = cross_encoder_score_function(json, config_file, st ? &*st : nullptr, st_path.string(),
-                                                        head.outputs());
-    }
     BertModel model = BertModel::load(dir, precision);
-    return TaskModel(std::move(model), std::move(tokenizer), std::move(head), std::move(config));
+    return TaskModel(std::move(model), std::move(tokenizer), std::move(config));
   }
 
   // ---- sequence classification and cross-encoders ----
 
   // One text, or a pair (text, text_pair), classified; scores by config().classify_scores.
-  [[nodiscard]] Classification classify(std::string_view text, std::optional<std::string_view> text_pair = std::nullopt,
+  [[nodiscard]] TextClassification classify(std::string_view text, std::optional<std::string_view> text_pair = std::nullopt,
                                         ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "classify");
     const Encoding e = text_pair ? tokenizer_.encode_pair(text, *text_pair) : tokenizer_.encode(text);
-    return std::move(classify_encoded(std::span(&e, 1), config_.classify_scores, pool)[0]);
+    return std::move(classify_encoded(std::span(&e, 1), config_.head.classify_scores, pool)[0]);
   }
 
   // Many texts in one encoder run (no padding computed).
-  [[nodiscard]] std::vector<Classification> classify_batch(std::span<const std::string> texts,
+  [[nodiscard]] std::vector<TextClassification> classify_batch(std::span<const std::string> texts,
                                                            ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "classify");
     std::vector<Encoding> batch;
     batch.reserve(texts.size());
     for (const std::string& t : texts) batch.push_back(tokenizer_.encode(t));
-    return classify_encoded(batch, config_.classify_scores, pool);
+    return classify_encoded(batch, config_.head.classify_scores, pool);
   }
 
   // The relevance of each passage to the query: the (query, passage) pair's first output through
@@ -282,15 +173,15 @@ class TaskModel {
   [[nodiscard]] std::vector<double> score_pairs(std::string_view query, std::span<const std::string> passages,
                                                 ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "score pairs");
-    if (head_.outputs() != 1) {
+    if (config_.head.head.outputs() != 1) {
       throw Error(concat("stile: TaskModel: reranking needs a cross-encoder (one output); this classifier has ",
-                         head_.outputs(), " labels"));
+                         config_.head.head.outputs(), " labels"));
     }
     std::vector<Encoding> batch;
     batch.reserve(passages.size());
     for (const std::string& p : passages) batch.push_back(tokenizer_.encode_pair(query, p));
     std::vector<double> scores;
-    for (const Classification& c : classify_encoded(batch, config_.pair_scores, pool)) scores.push_back(c.scores[0]);
+    for (const TextClassification& c : classify_encoded(batch, config_.head.pair_scores, pool)) scores.push_back(c.scores[0]);
     return scores;
   }
 
@@ -325,10 +216,10 @@ class TaskModel {
     std::size_t row = 0;
     std::vector<float> logits;
     for (std::size_t w = 0; w < windows.size(); ++w) {
-      head_.apply(hidden.data() + row * hidden_size(), lengths[w], hidden_size(), logits, pool);
+      config_.head.head.apply(hidden.data() + row * hidden_size(), lengths[w], hidden_size(), logits, pool);
       row += lengths[w];
       const std::vector<ScoredToken> tokens = scored_tokens(text, windows[w], logits);
-      std::vector<Entity> found = window_entities(tokens, config_.labels, aggregation);
+      std::vector<Entity> found = window_entities(tokens, config_.head.labels, aggregation);
       all.insert(all.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
     }
     return windows.size() > 1 ? merge_window_entities(std::move(all)) : all;
@@ -340,7 +231,7 @@ class TaskModel {
     const Encoding e = tokenizer_.encode(text);
     std::vector<float> hidden, logits;
     const std::vector<std::size_t> lengths = model_.encode(std::span(&e, 1), hidden, pool);
-    head_.apply(hidden.data(), lengths[0], hidden_size(), logits, pool);
+    config_.head.head.apply(hidden.data(), lengths[0], hidden_size(), logits, pool);
     return logits;
   }
 
@@ -351,15 +242,15 @@ class TaskModel {
     const Encoding e = tokenizer_.encode(text);
     std::vector<float> hidden, logits;
     const std::vector<std::size_t> lengths = model_.encode(std::span(&e, 1), hidden, pool);
-    head_.apply(hidden.data(), lengths[0], hidden_size(), logits, pool);
-    const std::size_t vocab = head_.outputs();
+    config_.head.head.apply(hidden.data(), lengths[0], hidden_size(), logits, pool);
+    const std::size_t vocab = config_.head.head.outputs();
     std::vector<float> pooled(vocab, 0.0f);
     for (std::size_t t = 0; t < lengths[0]; ++t) {
       const float* row = logits.data() + t * vocab;
       for (std::size_t v = 0; v < vocab; ++v) {
         float x = std::log1p(std::max(row[v], 0.0f));
-        if (config_.splade.log1p_twice) x = std::log1p(x);
-        pooled[v] = config_.splade.max ? std::max(pooled[v], x) : pooled[v] + x;
+        if (config_.head.splade.log1p_twice) x = std::log1p(x);
+        pooled[v] = config_.head.splade.max ? std::max(pooled[v], x) : pooled[v] + x;
       }
     }
     SparseVector out;
@@ -373,33 +264,33 @@ class TaskModel {
   }
 
   [[nodiscard]] const TaskModelConfig& config() const noexcept { return config_; }
-  [[nodiscard]] HeadTask task() const noexcept { return config_.task; }
-  [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return config_.labels; }
+  [[nodiscard]] HeadTask task() const noexcept { return config_.head.task; }
+  [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return config_.head.labels; }
   [[nodiscard]] std::size_t max_length() const noexcept { return config_.max_length; }
   [[nodiscard]] const BertModel& model() const noexcept { return model_; }
   [[nodiscard]] const Tokenizer& tokenizer() const noexcept { return tokenizer_; }
-  [[nodiscard]] const TaskHead& head() const noexcept { return head_; }
+  [[nodiscard]] const TaskHead& head() const noexcept { return config_.head.head; }
 
  private:
   [[nodiscard]] std::size_t hidden_size() const noexcept { return model_.config().hidden; }
 
   void require_task(HeadTask task, std::string_view what) const {
-    if (config_.task != task) {
-      throw Error(concat("stile: TaskModel: cannot ", what, ": the model's head is ", to_string(config_.task),
+    if (config_.head.task != task) {
+      throw Error(concat("stile: TaskModel: cannot ", what, ": the model's head is ", to_string(config_.head.task),
                          ", not ", to_string(task)));
     }
   }
 
-  [[nodiscard]] std::vector<Classification> classify_encoded(std::span<const Encoding> batch, ScoreFunction scores,
+  [[nodiscard]] std::vector<TextClassification> classify_encoded(std::span<const Encoding> batch, ScoreFunction scores,
                                                              ThreadPool* pool) const {
-    std::vector<Classification> out;
+    std::vector<TextClassification> out;
     if (batch.empty()) return out;
     std::vector<float> hidden;
     const std::vector<std::size_t> lengths = model_.encode(batch, hidden, pool);
     std::size_t row = 0;
     for (const std::size_t len : lengths) {
-      Classification c;
-      head_.apply(hidden.data() + row * hidden_size(), len, hidden_size(), c.logits, pool);
+      TextClassification c;
+      config_.head.head.apply(hidden.data() + row * hidden_size(), len, hidden_size(), c.logits, pool);
       c.scores = class_scores(scores, c.logits);
       out.push_back(std::move(c));
       row += len;
@@ -431,7 +322,7 @@ class TaskModel {
   [[nodiscard]] std::vector<ScoredToken> scored_tokens(std::string_view text, const Encoding& e,
                                                        std::span<const float> logits) const {
     using task_model_detail::code_points;
-    const std::size_t labels = config_.labels.size();
+    const std::size_t labels = config_.head.labels.size();
     const bool word_aware = !tokenizer_.continuing_subword_prefix().empty();
     const std::optional<std::int32_t> unk = tokenizer_.unk_id();
     std::vector<ScoredToken> tokens;
@@ -457,7 +348,6 @@ class TaskModel {
 
   BertModel model_;
   Tokenizer tokenizer_;
-  TaskHead head_;
   TaskModelConfig config_;
 };
 

@@ -33,6 +33,7 @@ struct Timeline {
   std::size_t word_rows_read = 0, word_rows_cached = 0;  // distinct tokens' rows: read, or in the cache
   std::size_t word_row_requests = 0;                     // the reads they took (nearby rows share one)
   std::vector<LayerTimes> layers;
+  double head_start_ms = 0, head_end_ms = 0;  // pooling and the head, after the last layer
   double total_ms = 0;  // end of the request (pooling and head included)
 
   double stall_ms() const {
@@ -98,6 +99,7 @@ inline nlohmann::json to_chrome_trace(const Timeline& t) {
     span(2, "compute " + layer, x.compute_start_ms, x.compute_end_ms,
          {{"shards_preloaded", x.shards_preloaded}, {"shards_read", x.shards_read}});
   }
+  if (t.head_end_ms > t.head_start_ms) span(2, "pooling and head", t.head_start_ms, t.head_end_ms, json::object());
   return {
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ms"},
