@@ -6,10 +6,18 @@ never a dependency of the library or its tests. The model it writes is what stil
 (tools/convert) and runs; its classifier goes into the store's heads sidecar
 (tools/train_heads --model-head).
 
-The classifier (our choice, stated): the sentence-transformers head the engine already computes,
-mean pooling over tokens then L2 normalization, followed by one linear layer (2 x 384, bias):
-    logits = W . normalize(mean_pool(hidden)) + b
-stored as `classifier.weight` / `classifier.bias` in model.safetensors, beside the BERT tensors.
+The classifier, by --head:
+  mean (the default): the sentence-transformers head the engine computes for embeddings, mean
+    pooling over tokens then L2 normalization, followed by one linear layer (2 x 384, bias):
+        logits = W . normalize(mean_pool(hidden)) + b
+    stored as `classifier.weight` / `classifier.bias` in model.safetensors, beside the BERT tensors;
+    the output is a sentence-transformers-style directory.
+  bert: transformers' BertForSequenceClassification head, the pooler (dense + tanh on [CLS], from
+    the base model's pooler) and a linear classifier:
+        logits = W . tanh(P hidden[0] + p) + b
+    written as a BertForSequenceClassification directory (bert.* tensors, bert.pooler.dense.*,
+    classifier.*; config.json with architectures, id2label and problem_type) that transformers and
+    stile's TaskModel load as it is, and whose head convert keeps beside the store.
 
 Phases (each resumable from <out>/.work/state.pt, written every --checkpoint-minutes):
   1. teacher: fine-tune the full model (6 layers x 12 heads) on SST-2 train less the calibration
@@ -24,11 +32,14 @@ Phases (each resumable from <out>/.work/state.pt, written every --checkpoint-min
      them; m = the first m heads and neuron blocks) and distills the teacher's logits (cached once,
      soft cross-entropy at temperature 1) into each.
 Output: <out>/ a sentence-transformers-style directory (config.json, model.safetensors with the
-classifier, tokenizer files, modules.json, 1_Pooling/, 2_Normalize/) and training.json (the run
-record: seed, steps, times, per-shape accuracies computed here in PyTorch).
+classifier, tokenizer files, modules.json, 1_Pooling/, 2_Normalize/), or with --head bert a
+BertForSequenceClassification directory (config.json, model.safetensors, tokenizer files), and
+training.json (the run record: seed, steps, times, per-shape accuracies computed here in PyTorch).
 
   HF_HUB_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE python scripts/finetune_elastic.py   # the full run (42 min wall on 2 cores, docs/benchmarks/elastic-engine.md)
   python scripts/finetune_elastic.py --short --out /tmp/m  # smoke test: a few dozen steps, < 1 min
+  HF_HUB_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE python scripts/finetune_elastic.py --head bert \
+      --out ~/.cache/stile/minilm-sst2-bert   # the same run with transformers' sequence-classification head
 """
 import argparse
 import json
@@ -58,6 +69,8 @@ def parse_args():
     # 30 s per teacher step (spin-waits behind a descheduled thread), 1 thread 0.42 s.
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--head", choices=("mean", "bert"), default="mean",
+                   help="the classifier: linear on the normalized mean (mean) or BertForSequenceClassification's (bert)")
     p.add_argument("--teacher-steps", type=int, default=1100)
     p.add_argument("--teacher-lr", type=float, default=1e-4)
     p.add_argument("--head-lr", type=float, default=3e-3)
@@ -92,6 +105,7 @@ def build(torch):
         def __init__(self, bert, num_labels=2):
             super().__init__()
             self.bert = bert
+            self.cls_head = bert.pooler is not None  # BertForSequenceClassification's head: pooler on [CLS]
             c = bert.config
             self.L, self.H, self.d, self.dff = c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.intermediate_size
             self.hd = self.d // self.H
@@ -135,6 +149,9 @@ def build(torch):
                 o = F.linear(h, lay.output.dense.weight[:, :neurons], lay.output.dense.bias)
                 x = F.layer_norm(F.dropout(o, dropout, self.training) + x, (self.d,),
                                  lay.output.LayerNorm.weight, lay.output.LayerNorm.bias, self.eps)
+            if self.cls_head:
+                pooled = torch.tanh(self.bert.pooler.dense(x[:, 0]))
+                return self.classifier(F.dropout(pooled, dropout, self.training))
             mf = mask.unsqueeze(-1).to(x.dtype)
             pooled = (x * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
             pooled = F.normalize(pooled, p=2, dim=-1, eps=1e-12)
@@ -245,7 +262,7 @@ def main():
         fit_rows = fit_rows[:2000]
         dev_ids, dev_y = dev_ids[:128], dev_y[:128]
 
-    model = ElasticBert(BertModel.from_pretrained(a.base, add_pooling_layer=False))
+    model = ElasticBert(BertModel.from_pretrained(a.base, add_pooling_layer=a.head == "bert"))
     # The word-embedding table (11.7M of the 22.7M parameters) stays as pre-trained: its Adam state
     # and dense gradient would cost as much as the encoder's on 2 cores, and SST-2 sees few tokens.
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
@@ -429,24 +446,32 @@ def main():
     tmp = a.out.rstrip("/") + ".writing"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    tensors = {k: v.detach().contiguous() for k, v in model.bert.state_dict().items() if "position_ids" not in k}
+    bert_head = a.head == "bert"
+    prefix = "bert." if bert_head else ""  # BertForSequenceClassification's base_model_prefix
+    tensors = {prefix + k: v.detach().contiguous() for k, v in model.bert.state_dict().items()
+               if "position_ids" not in k}
     tensors["classifier.weight"] = model.classifier.weight.detach().contiguous()
     tensors["classifier.bias"] = model.classifier.bias.detach().contiguous()
     save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(a.base, "config.json")) as f:
         config = json.load(f)
-    config.update({"architectures": ["BertModel"], "num_labels": 2, "id2label": {"0": "negative", "1": "positive"},
+    config.update({"num_labels": 2, "id2label": {"0": "negative", "1": "positive"},
                    "label2id": {"negative": 0, "positive": 1},
-                   "stile_classifier": "linear on the mean-pooled, L2-normalized embedding "
-                                       "(classifier.weight, classifier.bias)",
                    "stile_shard_order": "heads and FFN neurons sorted by importance: shards 0..m-1 are the best m"})
+    if bert_head:
+        config.update({"architectures": ["BertForSequenceClassification"],
+                       "problem_type": "single_label_classification"})
+    else:
+        config.update({"architectures": ["BertModel"],
+                       "stile_classifier": "linear on the mean-pooled, L2-normalized embedding "
+                                           "(classifier.weight, classifier.bias)"})
     with open(os.path.join(tmp, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "modules.json",
-                 "sentence_bert_config.json", "config_sentence_transformers.json"):
+    st_files = () if bert_head else ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json") + st_files:
         if os.path.exists(os.path.join(a.base, name)):
             shutil.copy(os.path.join(a.base, name), tmp)
-    for d in ("1_Pooling", "2_Normalize"):
+    for d in () if bert_head else ("1_Pooling", "2_Normalize"):
         if os.path.isdir(os.path.join(a.base, d)):
             shutil.copytree(os.path.join(a.base, d), os.path.join(tmp, d))
         else:

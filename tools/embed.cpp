@@ -54,6 +54,7 @@ struct Options {
   std::string precision = "fp32";  // a preset of ops/precision.hpp
   std::filesystem::path mapping;   // a mapping file (tools/search_mapping) in place of the preset
   std::optional<std::string> prompt_name;  // one of the model's prompts; none: its default prompt, if any
+  std::optional<std::size_t> stride;       // windows over a long text (SentenceEncoder::embed_long); none: truncate
   std::vector<std::string> sentences;
 };
 
@@ -96,12 +97,20 @@ Options parse_args(int argc, char** argv) {
            "put the model's prompt NAME (config_sentence_transformers.json's \"prompts\", e.g. query) before each "
            "sentence; default: the model's default_prompt_name, if it has one",
            prompt_name);
+  cli.flag("--stride", "N",
+           "embed a text longer than the model's length from all of it: windows of the model's length that repeat "
+           "the last N tokens of the window before, their embeddings averaged by token count (and normalized again "
+           "when the model normalizes); default: truncate, as sentence-transformers does",
+           [&](std::string_view v) { options.stride = stile_cli::parse_whole(v, "--stride"); });
   cli.toggle("--verbose", "print token counts and timings to standard error", options.verbose).short_name("-v");
   cli.example("embed \"A man is playing a guitar.\" \"Someone plays an instrument.\"");
   cli.example("embed --similarity < sentences.txt", "the cosine matrix of one sentence a line");
   cli.example("embed --tokens \"A man is playing a guitar.\"", "pieces, ids and byte offsets");
   const std::vector<std::string> args = cli.parse(argc, argv);
   if (options.similarity && options.tokens) cli.fail("--similarity and --tokens do not go together");
+  if (options.stride && (options.tokens || !options.mapping.empty())) {
+    cli.fail("--stride does not go with --tokens or --mapping");
+  }
   options.format = format == "json" ? Format::kJson : Format::kText;
   if (!prompt_name.empty()) options.prompt_name = prompt_name;
   // Arguments first, then stdin's lines (where "-" was before any "--", or when there are no
@@ -256,7 +265,14 @@ int run(const Options& options) {
   std::size_t tokens = 0;
   double tokenize_ms = 0.0;
   double encode_ms = 0.0;
-  for (std::size_t first = 0; first < options.sentences.size(); first += kChunkSentences) {
+  if (options.stride) {
+    const auto encode_start = Clock::now();
+    for (const std::string& sentence : options.sentences) {
+      embeddings.push_back(encoder.embed_long(sentence, *options.stride, pool.get(), options.prompt_name));
+    }
+    encode_ms += ms_since(encode_start);
+  }
+  for (std::size_t first = 0; !options.stride && first < options.sentences.size(); first += kChunkSentences) {
     const std::size_t count = std::min(kChunkSentences, options.sentences.size() - first);
     const auto tokenize_start = Clock::now();
     std::vector<stile::Encoding> batch;

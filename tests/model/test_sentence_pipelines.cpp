@@ -156,6 +156,54 @@ TEST_CASE("sentence pipelines: the prompts, the truncation and the modules read 
   CHECK(two_dense.hidden() == 64);
 }
 
+TEST_CASE("sentence pipelines: a long text embedded in windows (embed_long)", "[model]") {
+  // A 24-token pipeline that leaves its prompt out of the pooling, and one that normalizes.
+  for (const char* name : {"lasttoken_mean_prompts", "mpnet_mean_normalize"}) {
+    INFO("pipeline " << name);
+    const TempDir temp;
+    make_model_dir(name, temp.path);
+    nlohmann::json tokenizer_config = read_json(temp.path / "tokenizer_config.json");
+    tokenizer_config["model_max_length"] = 24;  // windows of 24 tokens
+    write_file(temp.path / "tokenizer_config.json", tokenizer_config.dump());
+    const SentenceEncoder encoder = SentenceEncoder::load(temp.path);
+    REQUIRE(encoder.config().max_seq_length == 24);
+    // Fits in one window: embed's embedding exactly.
+    CHECK(encoder.embed_long("A short text.", 4) == encoder.embed("A short text."));
+    const std::string text =
+        "it is a sprawling , ambitious and often very funny picture that never quite finds the heart it keeps "
+        "promising , but the cast is game and the last act lands , and the score is lovely throughout";
+    const std::size_t stride = 4;
+    // By hand: the windows, each embedded as embed does, the mean weighted by their tokens.
+    stile::Tokenizer windowed = encoder.tokenizer();
+    windowed.set_truncation(stile::Truncation{.max_length = encoder.config().max_seq_length, .stride = stride});
+    const std::string prompt(encoder.prompt_text(std::nullopt));
+    stile::Encoding first = windowed.encode(prompt + text);
+    std::vector<stile::Encoding> windows = std::move(first.overflowing);
+    first.overflowing.clear();
+    windows.insert(windows.begin(), std::move(first));
+    REQUIRE(windows.size() >= 3);
+    std::vector<double> mean(encoder.dim(), 0.0);
+    double tokens = 0;
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      const std::vector<float> e =
+          encoder.embed_encoded(std::span(&windows[w], 1), nullptr, w == 0 ? encoder.prompt_tokens(std::nullopt) : 0)[0];
+      for (std::size_t i = 0; i < e.size(); ++i) mean[i] += double(windows[w].size()) * e[i];
+      tokens += double(windows[w].size());
+    }
+    double norm = 0;
+    for (double& v : mean) {
+      v /= tokens;
+      norm += v * v;
+    }
+    const double scale = encoder.config().modules.normalize ? 1.0 / std::sqrt(norm) : 1.0;
+    const std::vector<float> got = encoder.embed_long(text, stride);
+    REQUIRE(got.size() == mean.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - mean[i] * scale) < 1e-6);
+    CHECK(got != encoder.embed(text));  // embed sees the first window only
+    CHECK_THAT(error_of([&] { (void)encoder.embed_long(text, 22); }), Contains("stride 22"));
+  }
+}
+
 TEST_CASE("pool_tokens: each mode on a hand-computed sequence, with and without a prompt left out", "[model]") {
   // 3 tokens x 2 features.
   const std::vector<float> h = {1, -2, 3, 4, -5, 6};

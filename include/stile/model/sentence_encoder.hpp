@@ -270,6 +270,47 @@ class SentenceEncoder {
     return embed_encoded(batch, pool, prompt_tokens(prompt_name));
   }
 
+  // The embedding of a text longer than config().max_seq_length tokens, from all of it (embed
+  // truncates): the text (after the prompt) in windows of max_seq_length tokens, each repeating
+  // the last `stride` tokens of the window before (stride < max_seq_length less the special
+  // tokens), each window embedded as embed does (a prompt left out by the pooling is left out of
+  // the first window, the only one it is in), then the mean of the windows' embeddings weighted
+  // by their token counts, L2-normalized again when the pipeline normalizes. sentence-transformers
+  // has no such mode: a text that fits in one window gives exactly embed's embedding.
+  [[nodiscard]] std::vector<float> embed_long(std::string_view text, std::size_t stride, ThreadPool* pool = nullptr,
+                                              std::optional<std::string_view> prompt_name = std::nullopt) const {
+    const std::string_view prompt = prompt_text(prompt_name);
+    const std::size_t specials = tokenizer_.encode("").size();
+    if (stride + specials >= config_.max_seq_length) {
+      throw Error(concat("stile: SentenceEncoder: stride ", stride, " leaves no new tokens in a window of ",
+                         config_.max_seq_length, " tokens (", specials, " of them special)"));
+    }
+    Tokenizer windowed = tokenizer_;
+    windowed.set_truncation(Truncation{.max_length = config_.max_seq_length, .stride = stride});
+    std::string joined;
+    joined.append(prompt).append(text);
+    Encoding first = windowed.encode(joined);
+    std::vector<Encoding> rest = std::move(first.overflowing);
+    first.overflowing.clear();
+    std::vector<std::vector<float>> embeddings = embed_encoded(std::span(&first, 1), pool, prompt_tokens(prompt_name));
+    std::vector<double> weights{static_cast<double>(first.size())};
+    if (!rest.empty()) {
+      for (std::vector<float>& e : embed_encoded(rest, pool, 0)) embeddings.push_back(std::move(e));
+      for (const Encoding& e : rest) weights.push_back(static_cast<double>(e.size()));
+    }
+    if (embeddings.size() == 1) return std::move(embeddings[0]);
+    std::vector<double> sum(embeddings[0].size(), 0.0);
+    double total = 0.0;
+    for (std::size_t w = 0; w < embeddings.size(); ++w) {
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += weights[w] * embeddings[w][i];
+      total += weights[w];
+    }
+    std::vector<float> out(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) out[i] = static_cast<float>(sum[i] / total);
+    if (config_.modules.normalize) l2_normalize(out);
+    return out;
+  }
+
   // A text's tokens as embed takes them: the prompt and the text tokenized as one, truncated to
   // config().max_seq_length.
   [[nodiscard]] Encoding encode(std::string_view text, std::optional<std::string_view> prompt_name = std::nullopt) const {
