@@ -136,7 +136,8 @@ struct EngineResult {
   std::optional<std::size_t> label;  // argmax of the logits when a head is set
   std::string head;                  // the heads file's key of the head used ("" for set_head's,
                                      // "checkpoint" for set_task_head's)
-  std::vector<double> scores;        // set_task_head's: each label's score (the model's score function)
+  std::vector<double> scores;        // set_task_head's: each label's score (CheckpointHead::scores(): a
+                                     // cross-encoder's relevance for a pair, run(Encoding) of encode_pair)
   std::string label_name;            // set_task_head's: the label's name (config.json's id2label)
   std::size_t tokens = 0;
   SubmodelPlan plan;

@@ -470,7 +470,7 @@ class EngineCore {
     if (options_.normalize) l2_normalize(result.embedding);
     if (task_head_) {
       task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
-      result.scores = class_scores(task_head_->classify_scores, result.logits);
+      result.scores = class_scores(task_head_->scores(), result.logits);
       result.label = static_cast<std::size_t>(std::max_element(result.scores.begin(), result.scores.end()) -
                                               result.scores.begin());
       result.label_name = task_head_->labels[*result.label];

@@ -341,23 +341,34 @@ TEST_CASE("task heads: a bad head or config is refused naming the file and the f
   CHECK_THAT(error_of([&] { (void)tagger.entities("a text", Aggregation::kSimple, 1000); }), Contains("stride 1000"));
 }
 
-TEST_CASE("task heads: the elastic engine classifies with a converted store's head sidecar", "[heads]") {
-  // The checkpoint, with the vocab.txt convert reads (its tokenizer's vocabulary in id order).
-  const TempDir temp;
-  const fs::path checkpoint = temp.path / "bert_seqcls";
-  fs::copy(kHeads / "bert_seqcls", checkpoint, fs::copy_options::recursive);
-  const TaskModel model = TaskModel::load(checkpoint);
+namespace {
+
+// The head golden `name` converted into a shard store of fp32 shards (the engine's layers are then
+// the in-memory model's), with its head sidecar; the vocab.txt convert reads is the tokenizer's
+// vocabulary in id order.
+fs::path convert_with_head(const std::string& name, const TaskModel& model, const fs::path& dir) {
+  const fs::path checkpoint = dir / name;
+  fs::copy(kHeads / name, checkpoint, fs::copy_options::recursive);
   {
     std::ofstream vocab(checkpoint / "vocab.txt");
     for (std::size_t id = 0; id < model.tokenizer().vocab_size(); ++id) {
       vocab << model.tokenizer().id_to_token(static_cast<std::int32_t>(id)).value() << "\n";
     }
   }
-  const fs::path store = temp.path / "bert_seqcls.stile";
+  const fs::path store = dir / (name + ".stile");
   stile::ConvertOptions options;
-  options.bits = {32};  // fp32 shards: the engine's layers are the in-memory model's
+  options.bits = {32};
   (void)stile::convert_checkpoint(checkpoint, store, options);
   REQUIRE(stile::save_head_sidecar(checkpoint, store));
+  return store;
+}
+
+}  // namespace
+
+TEST_CASE("task heads: the elastic engine classifies with a converted store's head sidecar", "[heads]") {
+  const TempDir temp;
+  const TaskModel model = TaskModel::load(kHeads / "bert_seqcls");
+  const fs::path store = convert_with_head("bert_seqcls", model, temp.path);
   stile::Engine engine(store);
   engine.set_task_head(stile::load_head_sidecar(stile::head_path_for(store), engine.config()));
   const nlohmann::json golden = read_json(kHeads / "bert_seqcls" / "golden.json");
@@ -370,6 +381,7 @@ TEST_CASE("task heads: the elastic engine classifies with a converted store's he
     const stile::TextClassification want = model.classify(text);
     REQUIRE(r.logits.size() == want.logits.size());
     for (std::size_t k = 0; k < want.logits.size(); ++k) CHECK(std::abs(r.logits[k] - want.logits[k]) <= kTolerance);
+    for (std::size_t k = 0; k < want.scores.size(); ++k) CHECK(std::abs(r.scores[k] - want.scores[k]) <= kTolerance);
     REQUIRE(r.label);
     CHECK(*r.label == want.top());
     CHECK(r.label_name == model.labels()[want.top()]);
@@ -378,6 +390,21 @@ TEST_CASE("task heads: the elastic engine classifies with a converted store's he
     ++checked;
   }
   CHECK(checked >= 5);
+  // A cross-encoder: a (query, passage) pair's relevance through the CrossEncoder's activation.
+  const TaskModel reranker = TaskModel::load(kHeads / "bert_crossencoder");
+  const fs::path reranker_store = convert_with_head("bert_crossencoder", reranker, temp.path);
+  stile::Engine pairs(reranker_store);
+  pairs.set_task_head(stile::load_head_sidecar(stile::head_path_for(reranker_store), pairs.config()));
+  const nlohmann::json rerank_golden = read_json(kHeads / "bert_crossencoder" / "golden.json");
+  const nlohmann::json& rerank = rerank_golden.at("cases").at(0);
+  const std::string query = rerank.at("query");
+  const auto passages = rerank.at("passages").get<std::vector<std::string>>();
+  const std::vector<double> want = reranker.score_pairs(query, passages);
+  for (std::size_t p = 0; p < passages.size(); ++p) {
+    const stile::EngineResult r = pairs.run(reranker.tokenizer().encode_pair(query, passages[p]));
+    REQUIRE(r.scores.size() == 1);
+    CHECK(std::abs(r.scores[0] - want[p]) <= kTolerance);
+  }
   // A plain encoder's checkpoint has no head to keep; a token classifier's head is not the engine's.
   CHECK_FALSE(stile::save_head_sidecar(kData / "families" / "bert", temp.path / "plain.stile"));
   stile::CheckpointHead tagger = stile::load_checkpoint_head(kHeads / "bert_ner", engine.config());

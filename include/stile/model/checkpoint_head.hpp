@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,7 +48,11 @@ struct CheckpointHead {
   std::vector<std::string> labels;  // classification: one per output, in id order; empty for a masked LM
   ScoreFunction classify_scores = ScoreFunction::kSoftmax;  // the text-classification pipeline's
   ScoreFunction pair_scores = ScoreFunction::kSigmoid;      // sentence-transformers' CrossEncoder's
-  SpladeSettings splade;                                    // a masked LM's SPLADE pooling
+  bool cross_encoder = false;  // saved by sentence-transformers' CrossEncoder: its scores are pair_scores
+  SpladeSettings splade;       // a masked LM's SPLADE pooling
+
+  // The function of the scores the model was made to give: a cross-encoder's, else the pipeline's.
+  [[nodiscard]] ScoreFunction scores() const noexcept { return cross_encoder ? pair_scores : classify_scores; }
 };
 
 namespace checkpoint_head_detail {
@@ -121,6 +126,20 @@ inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
   return splade;
 }
 
+// The score functions of a classifier from its config.json and, when sentence-transformers saved
+// it, its config_sentence_transformers.json (`st`; nullptr when none).
+inline void set_score_functions(CheckpointHead& out, const nlohmann::json& config, std::string_view config_file,
+                                const nlohmann::json* st, std::string_view st_file) {
+  const std::size_t outputs = out.head.outputs();
+  out.classify_scores = pipeline_score_function(config, outputs, config_file);
+  out.pair_scores = cross_encoder_score_function(config, config_file, st, st_file, outputs);
+  if (st == nullptr || !st->is_object()) return;
+  if (st->contains("default_prompt_name") && !(*st)["default_prompt_name"].is_null()) {
+    fail_in_file(st_file, "\"default_prompt_name\": prompts are not implemented for a ", to_string(out.task), " model");
+  }
+  out.cross_encoder = json_optional_string(*st, "model_type", "", st_file) == "CrossEncoder";
+}
+
 }  // namespace checkpoint_head_detail
 
 // The head of the checkpoint directory `dir` whose encoder `encoder` describes.
@@ -143,22 +162,17 @@ inline CheckpointHead load_checkpoint_head(const std::filesystem::path& dir, con
       n != json.end() && !n->is_null() && !(n->is_number_unsigned() && n->get<std::size_t>() == outputs)) {
     fail_in_file(config_file, "\"num_labels\" is ", n->dump(), ", the classifier has ", outputs, " outputs");
   }
-  out.classify_scores = pipeline_score_function(json, outputs, config_file);
   const fs::path st_path = dir / "config_sentence_transformers.json";
   std::optional<nlohmann::json> st;
   if (fs::exists(st_path)) st = read_json_file(st_path, kMaxConfigBytes, 16, "the sentence-transformers config");
-  if (st && st->is_object() && st->contains("default_prompt_name") && !(*st)["default_prompt_name"].is_null()) {
-    fail_in_file(st_path.string(), "\"default_prompt_name\": prompts are not implemented for a ", to_string(out.task),
-                 " model");
-  }
-  out.pair_scores = cross_encoder_score_function(json, config_file, st ? &*st : nullptr, st_path.string(), outputs);
+  set_score_functions(out, json, config_file, st ? &*st : nullptr, st_path.string());
   return out;
 }
 
 // ---- a shard store's head sidecar ----
 // A store converted from a sequence classifier keeps its head beside it, in STORE.head.safetensors:
-// the head's tensors as the checkpoint names them, and the checkpoint's config.json in the file's
-// metadata ("config"). The engine reads it once and keeps it resident: a head is small (MiniLM's
+// the head's tensors as the checkpoint names them, and in the file's metadata the checkpoint's
+// config.json ("config") and a CrossEncoder's config_sentence_transformers.json (its activation). The engine reads it once and keeps it resident: a head is small (MiniLM's
 // pooler and classifier: 0.6 MB in fp32) and runs after the last layer, where no compute is left
 // for a read to hide behind.
 
@@ -190,7 +204,12 @@ inline bool save_head_sidecar(const std::filesystem::path& dir, const std::files
     const std::span<const std::byte> bytes = file.bytes(t);
     tensors.push_back({t.name, t.dtype, t.shape, {bytes.begin(), bytes.end()}});
   }
-  const std::vector<std::byte> bytes = safetensors_bytes(std::move(tensors), {{"config", json.dump()}});
+  std::map<std::string, std::string> metadata{{"config", json.dump()}};
+  if (const fs::path st = dir / "config_sentence_transformers.json"; fs::exists(st)) {
+    metadata.emplace("config_sentence_transformers",
+                     read_json_file(st, kMaxConfigBytes, 16, "the sentence-transformers config").dump());
+  }
+  const std::vector<std::byte> bytes = safetensors_bytes(std::move(tensors), metadata);
   write_file_atomically(head_path_for(store),
                         std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   return true;
@@ -208,8 +227,11 @@ inline CheckpointHead load_head_sidecar(const std::filesystem::path& path, const
   if (out.task != HeadTask::kSequenceClassification) fail_in_file(name, "holds a ", to_string(out.task), " head");
   out.head = read_task_head(out.task, file, encoder, json, name);
   out.labels = classifier_labels(json, out.head.outputs(), name, "LABEL_");
-  out.classify_scores = pipeline_score_function(json, out.head.outputs(), name);
-  out.pair_scores = cross_encoder_score_function(json, name, nullptr, "", out.head.outputs());
+  std::optional<nlohmann::json> st;
+  if (const auto text = file.metadata().find("config_sentence_transformers"); text != file.metadata().end()) {
+    st = parse_strict_json(text->second, 16, name, "the head's sentence-transformers config");
+  }
+  checkpoint_head_detail::set_score_functions(out, json, name, st ? &*st : nullptr, name);
   return out;
 }
 
