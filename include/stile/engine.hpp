@@ -132,7 +132,8 @@ inline std::size_t pipeline_slots(const EngineOptions& o, std::size_t layers) {
 
 struct EngineResult {
   std::vector<float> embedding;      // [hidden] pooled (and normalized) sentence embedding
-  std::vector<float> logits;         // [classes] when a head is set (for this plan's shape)
+  std::vector<float> logits;         // [classes] when a head is set (for this plan's shape); a token
+                                     // classifier's (set_task_head): [tokens x labels], for scored_tokens
   std::optional<std::size_t> label;  // argmax of the logits when a head is set
   std::string head;                  // the heads file's key of the head used ("" for set_head's,
                                      // "checkpoint" for set_task_head's)
@@ -190,9 +191,12 @@ class Engine {
   // planner's shrink compares shapes by the heads' calibration accuracies. The heads must be for
   // this store and must keep the shards the engine's importance ranking keeps.
   void set_heads(HeadsFile heads);
-  // A fine-tuned checkpoint's own sequence-classification head (load_head_sidecar: the store's
-  // STORE.head.safetensors, written by convert): it classifies every request from the last hidden
-  // states, in place of set_head's and set_heads' heads, and is kept resident.
+  // A fine-tuned checkpoint's own head (load_head_sidecar: the store's STORE.head.safetensors,
+  // written by convert), kept resident. A sequence classifier's (or cross-encoder's) classifies
+  // every request from the last hidden states, in place of set_head's and set_heads' heads (label,
+  // label_name, scores); a token classifier's gives each token's logits, which scored_tokens and
+  // window_entities (model/task_model.hpp, model/token_entities.hpp) turn into entities for a
+  // request run(Encoding) tokenized with offsets.
   void set_task_head(CheckpointHead head);
   // Replaces where each layer's compute runs (the CPU thread pool by default): a layer split
   // between processors or devices. It runs on the engine's compute executor, one layer at a time.

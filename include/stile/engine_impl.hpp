@@ -128,8 +128,9 @@ class EngineCore {
     classifier_.set_heads(std::move(heads));
   }
   void set_task_head(CheckpointHead head) {
-    require(head.task == HeadTask::kSequenceClassification,
-            concat("engine: a ", to_string(head.task), " head is not run by the engine (sequence classification is)"));
+    require(head.task != HeadTask::kMaskedLm,
+            "engine: a masked-LM head is not run by the engine (its decoder is a vocabulary-wide matrix to keep resident; "
+            "sequence and token classification heads are)");
     require(!head.head.layers.empty() && head.head.layers.front().in == config().hidden,
             "engine: the checkpoint head reads another hidden size than the store's");
     std::lock_guard<TicketMutex> lock(mutex_);
@@ -468,7 +469,10 @@ class EngineCore {
     result.embedding.resize(d);
     pool_tokens(hidden, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
-    if (task_head_) {
+    if (task_head_ && !task_head_->head.pooling) {  // token classification: each token's logits
+      task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
+      result.head = "checkpoint";
+    } else if (task_head_) {
       task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
       result.scores = class_scores(task_head_->scores(), result.logits);
       result.label = static_cast<std::size_t>(std::max_element(result.scores.begin(), result.scores.end()) -

@@ -365,7 +365,7 @@ fs::path convert_with_head(const std::string& name, const TaskModel& model, cons
 
 }  // namespace
 
-TEST_CASE("task heads: the elastic engine classifies with a converted store's head sidecar", "[heads]") {
+TEST_CASE("task heads: the elastic engine runs a converted store's head sidecar: classify, rerank, tag", "[heads]") {
   const TempDir temp;
   const TaskModel model = TaskModel::load(kHeads / "bert_seqcls");
   const fs::path store = convert_with_head("bert_seqcls", model, temp.path);
@@ -399,14 +399,39 @@ TEST_CASE("task heads: the elastic engine classifies with a converted store's he
   const nlohmann::json& rerank = rerank_golden.at("cases").at(0);
   const std::string query = rerank.at("query");
   const auto passages = rerank.at("passages").get<std::vector<std::string>>();
-  const std::vector<double> want = reranker.score_pairs(query, passages);
+  const std::vector<double> relevance = reranker.score_pairs(query, passages);
   for (std::size_t p = 0; p < passages.size(); ++p) {
     const stile::EngineResult r = pairs.run(reranker.tokenizer().encode_pair(query, passages[p]));
     REQUIRE(r.scores.size() == 1);
-    CHECK(std::abs(r.scores[0] - want[p]) <= kTolerance);
+    CHECK(std::abs(r.scores[0] - relevance[p]) <= kTolerance);
   }
-  // A plain encoder's checkpoint has no head to keep; a token classifier's head is not the engine's.
+  // A token classifier: each token's logits, made into the entities TaskModel gives.
+  const TaskModel tagger = TaskModel::load(kHeads / "bert_ner");
+  const fs::path tagger_store = convert_with_head("bert_ner", tagger, temp.path);
+  stile::Engine tags(tagger_store);
+  tags.set_task_head(stile::load_head_sidecar(stile::head_path_for(tagger_store), tags.config()));
+  const nlohmann::json ner_golden = read_json(kHeads / "bert_ner" / "golden.json");
+  for (const nlohmann::json& c : ner_golden.at("cases")) {
+    if (!c.at("stride").is_null()) continue;
+    const std::string text = c.at("text");
+    INFO("text " << text);
+    const stile::Encoding e = tagger.tokenizer().encode(text);
+    const stile::EngineResult r = tags.run(e);
+    CHECK(r.logits.size() == e.size() * tagger.labels().size());
+    CHECK_FALSE(r.label);
+    const auto tokens = stile::scored_tokens(text, e, r.logits, tagger.labels().size(), tagger.tokenizer());
+    const std::vector<Entity> got = stile::window_entities(tokens, tagger.labels(), Aggregation::kSimple);
+    const std::vector<Entity> want = tagger.entities(text, Aggregation::kSimple);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].label == want[i].label);
+      CHECK(got[i].begin == want[i].begin);
+      CHECK(got[i].end == want[i].end);
+      CHECK(std::abs(got[i].score - want[i].score) <= kTolerance);
+    }
+  }
+  // A plain encoder's checkpoint has no head to keep; a masked-LM head is not the engine's.
   CHECK_FALSE(stile::save_head_sidecar(kData / "families" / "bert", temp.path / "plain.stile"));
-  stile::CheckpointHead tagger = stile::load_checkpoint_head(kHeads / "bert_ner", engine.config());
-  CHECK_THAT(error_of([&] { engine.set_task_head(std::move(tagger)); }), Contains("token classification"));
+  stile::CheckpointHead splade = stile::load_checkpoint_head(kHeads / "bert_splade", engine.config());
+  CHECK_THAT(error_of([&] { engine.set_task_head(std::move(splade)); }), Contains("masked-LM head"));
 }

@@ -170,7 +170,8 @@ inline CheckpointHead load_checkpoint_head(const std::filesystem::path& dir, con
 }
 
 // ---- a shard store's head sidecar ----
-// A store converted from a sequence classifier keeps its head beside it, in STORE.head.safetensors:
+// A store converted from a sequence or token classifier keeps its head beside it, in
+// STORE.head.safetensors:
 // the head's tensors as the checkpoint names them, and in the file's metadata the checkpoint's
 // config.json ("config") and a CrossEncoder's config_sentence_transformers.json (its activation). The engine reads it once and keeps it resident: a head is small (MiniLM's
 // pooler and classifier: 0.6 MB in fp32) and runs after the last layer, where no compute is left
@@ -182,22 +183,23 @@ inline std::filesystem::path head_path_for(const std::filesystem::path& store) {
   return p;
 }
 
-// Writes the sidecar of the checkpoint `dir` for `store` when its config.json names a sequence
-// classifier (returns whether it did): every tensor outside the base model, and its pooler.
+// Writes the sidecar of the checkpoint `dir` for `store` when its config.json names a sequence or
+// token classifier (returns whether it did): every tensor outside the base model, and its pooler.
 inline bool save_head_sidecar(const std::filesystem::path& dir, const std::filesystem::path& store) {
   using namespace checkpoint_head_detail;
   const fs::path config_path = dir / "config.json";
   const nlohmann::json json = read_json_file(config_path, kMaxConfigBytes, 16, "the model config");
   const auto arch = json.find("architectures");
-  if (arch == json.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string() ||
-      !(*arch)[0].get_ref<const std::string&>().ends_with("ForSequenceClassification")) {
+  if (arch == json.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) return false;
+  const std::string& model_class = (*arch)[0].get_ref<const std::string&>();
+  if (!model_class.ends_with("ForSequenceClassification") && !model_class.ends_with("ForTokenClassification")) {
     return false;
   }
   const EncoderConfig encoder = read_encoder_config(config_path.string());
   const SafetensorsFile file = SafetensorsFile::open((dir / "model.safetensors").string());
   const std::string prefix = CheckpointNames::of(encoder, file).prefix;
   if (prefix.empty()) fail_in_file(file.path(), "a sequence classifier's encoder tensors have no base-model prefix");
-  (void)read_task_head(HeadTask::kSequenceClassification, file, encoder, json, config_path.string());  // it reads
+  (void)read_task_head(read_task(json, config_path.string()), file, encoder, json, config_path.string());  // it reads
   std::vector<TensorToWrite> tensors;
   for (const TensorInfo& t : file.tensors()) {
     if (t.name.starts_with(prefix) && !t.name.starts_with(prefix + "pooler.")) continue;
@@ -224,7 +226,7 @@ inline CheckpointHead load_head_sidecar(const std::filesystem::path& path, const
   const nlohmann::json json = parse_strict_json(config_text->second, 16, name, "the head's config");
   CheckpointHead out;
   out.task = checkpoint_head_detail::read_task(json, name);
-  if (out.task != HeadTask::kSequenceClassification) fail_in_file(name, "holds a ", to_string(out.task), " head");
+  if (out.task == HeadTask::kMaskedLm) fail_in_file(name, "holds a ", to_string(out.task), " head");
   out.head = read_task_head(out.task, file, encoder, json, name);
   out.labels = classifier_labels(json, out.head.outputs(), name, "LABEL_");
   std::optional<nlohmann::json> st;

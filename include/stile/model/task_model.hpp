@@ -116,6 +116,38 @@ inline std::size_t code_points(std::string_view s) {
 
 }  // namespace task_model_detail
 
+// A window's tokens as the aggregation reads them (model/token_entities.hpp): special and padding
+// tokens left out, each token's softmax over its `labels` logits (logits: [tokens x labels]), and
+// whether it continues a word (the top of this file says how). `text` is the text `e` was
+// tokenized from (its offsets are bytes of it); `tokenizer` the one that did.
+inline std::vector<ScoredToken> scored_tokens(std::string_view text, const Encoding& e, std::span<const float> logits,
+                                              std::size_t labels, const Tokenizer& tokenizer) {
+  using task_model_detail::code_points;
+  require(e.offsets.size() == e.size() && e.special_tokens_mask.size() == e.size() && logits.size() >= e.size() * labels,
+          "scored_tokens: an encoding with offsets (a tokenizer.json's) and a row of logits per token");
+  const bool word_aware = !tokenizer.continuing_subword_prefix().empty();
+  const std::optional<std::int32_t> unk = tokenizer.unk_id();
+  std::vector<ScoredToken> tokens;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    if ((!e.attention_mask.empty() && e.attention_mask[i] == 0) || e.special_tokens_mask[i] != 0) continue;
+    ScoredToken t;
+    t.index = i;
+    t.scores = class_scores(ScoreFunction::kSoftmax, logits.subspan(i * labels, labels));
+    t.begin = std::min<std::size_t>(e.offsets[i].begin, text.size());
+    t.end = std::min<std::size_t>(std::max(e.offsets[i].end, e.offsets[i].begin), text.size());
+    if (unk && e.input_ids[i] == *unk) {
+      t.subword = false;
+    } else if (word_aware) {
+      const std::optional<std::string_view> token = tokenizer.id_to_token(e.input_ids[i]);
+      t.subword = code_points(token.value_or("")) != code_points(text.substr(t.begin, t.end - t.begin));
+    } else {
+      t.subword = t.begin > 0 && text[t.begin - 1] != ' ' && (t.begin >= text.size() || text[t.begin] != ' ');
+    }
+    tokens.push_back(std::move(t));
+  }
+  return tokens;
+}
+
 class TaskModel {
  public:
   TaskModel(BertModel model, Tokenizer tokenizer, TaskModelConfig config)
@@ -218,7 +250,7 @@ class TaskModel {
     for (std::size_t w = 0; w < windows.size(); ++w) {
       config_.head.head.apply(hidden.data() + row * hidden_size(), lengths[w], hidden_size(), logits, pool);
       row += lengths[w];
-      const std::vector<ScoredToken> tokens = scored_tokens(text, windows[w], logits);
+      const std::vector<ScoredToken> tokens = scored_tokens(text, windows[w], logits, labels().size(), tokenizer_);
       std::vector<Entity> found = window_entities(tokens, config_.head.labels, aggregation);
       all.insert(all.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
     }
@@ -315,35 +347,6 @@ class TaskModel {
     windows.push_back(std::move(first));
     for (Encoding& e : rest) windows.push_back(std::move(e));
     return windows;
-  }
-
-  // The window's tokens as the aggregation reads them: special tokens left out, softmax scores,
-  // the word boundaries (see the top of this file).
-  [[nodiscard]] std::vector<ScoredToken> scored_tokens(std::string_view text, const Encoding& e,
-                                                       std::span<const float> logits) const {
-    using task_model_detail::code_points;
-    const std::size_t labels = config_.head.labels.size();
-    const bool word_aware = !tokenizer_.continuing_subword_prefix().empty();
-    const std::optional<std::int32_t> unk = tokenizer_.unk_id();
-    std::vector<ScoredToken> tokens;
-    for (std::size_t i = 0; i < e.size(); ++i) {
-      if (e.attention_mask[i] == 0 || e.special_tokens_mask[i] != 0) continue;
-      ScoredToken t;
-      t.index = i;
-      t.scores = class_scores(ScoreFunction::kSoftmax, logits.subspan(i * labels, labels));
-      t.begin = std::min<std::size_t>(e.offsets[i].begin, text.size());
-      t.end = std::min<std::size_t>(std::max(e.offsets[i].end, e.offsets[i].begin), text.size());
-      if (unk && e.input_ids[i] == *unk) {
-        t.subword = false;
-      } else if (word_aware) {
-        const std::optional<std::string_view> token = tokenizer_.id_to_token(e.input_ids[i]);
-        t.subword = code_points(token.value_or("")) != code_points(text.substr(t.begin, t.end - t.begin));
-      } else {
-        t.subword = t.begin > 0 && text[t.begin - 1] != ' ' && (t.begin >= text.size() || text[t.begin] != ' ');
-      }
-      tokens.push_back(std::move(t));
-    }
-    return tokens;
   }
 
   BertModel model_;
