@@ -28,6 +28,7 @@
 #include "stile/model/pooling.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "support/error_of.hpp"
+#include "support/json_files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -35,6 +36,8 @@ using Catch::Contains;
 using stile::Pooling;
 using stile::SentenceEncoder;
 using stile_test::error_of;
+using stile_test::read_json;
+using stile_test::write_file;
 using stile_test::TempDir;
 
 namespace {
@@ -45,18 +48,6 @@ const fs::path kPipelines = kData / "sentence";
 // (test_families); pooling, Dense and Normalize add a few roundings.
 constexpr double kTolerance = 1e-5;
 
-nlohmann::json read_json(const fs::path& file) {
-  std::ifstream in(file);
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
-void write_file(const fs::path& file, const std::string& contents) {
-  fs::create_directories(file.parent_path());
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << contents;
-  REQUIRE(out.good());
-}
 
 // A pipeline's directory as a user has it: the saved files plus the family's weights and tokenizer.
 void make_model_dir(const std::string& name, const fs::path& dir) {

@@ -28,6 +28,7 @@
 #include "stile/model/task_model.hpp"
 #include "stile/model/token_entities.hpp"
 #include "support/error_of.hpp"
+#include "support/json_files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -36,6 +37,8 @@ using stile::Aggregation;
 using stile::Entity;
 using stile::TaskModel;
 using stile_test::error_of;
+using stile_test::read_json;
+using stile_test::write_file;
 using stile_test::TempDir;
 
 namespace {
@@ -45,17 +48,6 @@ const fs::path kHeads = kData / "heads";
 // The encoders agree with transformers within 1.4e-6 (test_families); a head adds a few roundings.
 constexpr double kTolerance = 1e-5;
 
-nlohmann::json read_json(const fs::path& file) {
-  std::ifstream in(file);
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
-void write_json(const fs::path& file, const nlohmann::json& j) {
-  std::ofstream out(file, std::ios::trunc);
-  out << j.dump(2);
-  REQUIRE(out.good());
-}
 
 // The model directories whose golden.json is of `task`.
 std::vector<std::string> cases_of(const std::string& task) {
@@ -192,7 +184,7 @@ TEST_CASE("task heads: token classification equals transformers' token-classific
         fs::copy(kHeads / name, temp.path, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
         nlohmann::json tc = read_json(temp.path / "tokenizer_config.json");
         tc["model_max_length"] = c.at("model_max_length");
-        write_json(temp.path / "tokenizer_config.json", tc);
+        write_file(temp.path / "tokenizer_config.json", tc.dump(2));
         short_model.emplace(TaskModel::load(temp.path));
         run = &*short_model;
         ++windowed;
@@ -306,11 +298,11 @@ TEST_CASE("task heads: a bad head or config is refused naming the file and the f
     if (what.starts_with("problem_type")) config["problem_type"] = "ranking";
     if (what.starts_with("classifier_pooling")) config["classifier_pooling"] = "max";
     if (what.starts_with("pooler_hidden_act")) config["pooler_hidden_act"] = "mish";
-    write_json(config_file, config);
+    write_file(config_file, config.dump(2));
     if (what.starts_with("activation_fn")) {
       nlohmann::json st = read_json(temp.path / "config_sentence_transformers.json");
       st["activation_fn"] = "mymodule.Scale";
-      write_json(temp.path / "config_sentence_transformers.json", st);
+      write_file(temp.path / "config_sentence_transformers.json", st.dump(2));
     }
     if (what.starts_with("classifier.bias")) {
       const fs::path weights = temp.path / "model.safetensors";

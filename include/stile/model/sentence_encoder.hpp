@@ -279,26 +279,15 @@ class SentenceEncoder {
   // has no such mode: a text that fits in one window gives exactly embed's embedding.
   [[nodiscard]] std::vector<float> embed_long(std::string_view text, std::size_t stride, ThreadPool* pool = nullptr,
                                               std::optional<std::string_view> prompt_name = std::nullopt) const {
-    const std::string_view prompt = prompt_text(prompt_name);
-    const std::size_t specials = tokenizer_.encode("").size();
-    if (stride + specials >= config_.max_seq_length) {
-      throw Error(concat("stile: SentenceEncoder: stride ", stride, " leaves no new tokens in a window of ",
-                         config_.max_seq_length, " tokens (", specials, " of them special)"));
-    }
-    Tokenizer windowed = tokenizer_;
-    windowed.set_truncation(Truncation{.max_length = config_.max_seq_length, .stride = stride});
-    std::string joined;
-    joined.append(prompt).append(text);
-    Encoding first = windowed.encode(joined);
-    std::vector<Encoding> rest = std::move(first.overflowing);
-    first.overflowing.clear();
-    std::vector<std::vector<float>> embeddings = embed_encoded(std::span(&first, 1), pool, prompt_tokens(prompt_name));
-    std::vector<double> weights{static_cast<double>(first.size())};
-    if (!rest.empty()) {
-      for (std::vector<float>& e : embed_encoded(rest, pool, 0)) embeddings.push_back(std::move(e));
-      for (const Encoding& e : rest) weights.push_back(static_cast<double>(e.size()));
-    }
-    if (embeddings.size() == 1) return std::move(embeddings[0]);
+    std::string joined(prompt_text(prompt_name));
+    joined.append(text);
+    const std::vector<Encoding> windows = encode_windows(tokenizer_, joined, config_.max_seq_length, stride);
+    // The prompt is in the first window only.
+    std::vector<std::vector<float>> embeddings = embed_encoded(std::span(windows).first(1), pool, prompt_tokens(prompt_name));
+    if (windows.size() == 1) return std::move(embeddings[0]);
+    for (std::vector<float>& e : embed_encoded(std::span(windows).subspan(1), pool, 0)) embeddings.push_back(std::move(e));
+    std::vector<double> weights;
+    for (const Encoding& e : windows) weights.push_back(static_cast<double>(e.size()));
     std::vector<double> sum(embeddings[0].size(), 0.0);
     double total = 0.0;
     for (std::size_t w = 0; w < embeddings.size(); ++w) {

@@ -237,7 +237,8 @@ class TaskModel {
     if (stride && aggregation == Aggregation::kNone) {
       throw Error("stile: TaskModel: windows (a stride) need an aggregation other than none, as the reference's");
     }
-    std::vector<Encoding> windows = encode_windows(text, stride);
+    std::vector<Encoding> windows =
+        stride ? encode_windows(tokenizer_, text, config_.max_length, *stride) : std::vector{tokenizer_.encode(text)};
     if (!windows.empty() && windows[0].offsets.size() != windows[0].size()) {
       throw Error("stile: TaskModel: token classification needs the tokens' offsets, which a vocab.txt tokenizer "
                   "does not give: use the model's tokenizer.json");
@@ -328,25 +329,6 @@ class TaskModel {
       row += len;
     }
     return out;
-  }
-
-  // The text's windows: one (truncated) without a stride; all of them with one.
-  [[nodiscard]] std::vector<Encoding> encode_windows(std::string_view text, std::optional<std::size_t> stride) const {
-    if (!stride) return {tokenizer_.encode(text)};
-    const std::size_t specials = tokenizer_.encode("").size();
-    if (*stride + specials >= config_.max_length) {
-      throw Error(concat("stile: TaskModel: stride ", *stride, " leaves no new tokens in a window of ",
-                         config_.max_length, " tokens (", specials, " of them special)"));
-    }
-    Tokenizer windowed = tokenizer_;
-    windowed.set_truncation(Truncation{.max_length = config_.max_length, .stride = *stride});
-    Encoding first = windowed.encode(text);
-    std::vector<Encoding> windows;
-    std::vector<Encoding> rest = std::move(first.overflowing);
-    first.overflowing.clear();
-    windows.push_back(std::move(first));
-    for (Encoding& e : rest) windows.push_back(std::move(e));
-    return windows;
   }
 
   BertModel model_;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "stile/text/bert_normalizer.hpp"
+#include "stile/core/error.hpp"
 #include "stile/text/encoding.hpp"
 #include "stile/text/vocab.hpp"
 
@@ -111,5 +112,25 @@ class Tokenizer {
   std::optional<Truncation> truncation_;
   std::int32_t pad_id_ = 0;
 };
+
+// A text longer than max_length tokens (special tokens included) covered in windows: the first
+// encoding and then its overflowing ones, each repeating the last `stride` tokens of the window
+// before (Hugging Face's truncation with a stride). A text that fits gives one window. A stride
+// that leaves no new tokens in a window (stride + the special tokens >= max_length) is an error.
+inline std::vector<Encoding> encode_windows(const Tokenizer& tokenizer, std::string_view text, std::size_t max_length,
+                                            std::size_t stride) {
+  const std::size_t specials = tokenizer.encode("").size();
+  if (stride + specials >= max_length) {
+    throw Error(concat("stile: stride ", stride, " leaves no new tokens in a window of ", max_length, " tokens (",
+                       specials, " of them special)"));
+  }
+  Tokenizer windowed = tokenizer;
+  windowed.set_truncation(Truncation{.max_length = max_length, .stride = stride});
+  std::vector<Encoding> windows{windowed.encode(text)};
+  std::vector<Encoding> rest = std::move(windows[0].overflowing);
+  windows[0].overflowing.clear();
+  for (Encoding& e : rest) windows.push_back(std::move(e));
+  return windows;
+}
 
 }  // namespace stile
