@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
       dev.labels.resize(limit);
     }
     const std::size_t n = dev.sentences.size();
-    nlohmann::ordered_json out = {{"store", store.string()}, {"checkpoint", checkpoint.string()},
-                                  {"storage", storage}, {"cpu", stile::bench::cpu_model()},
-                                  {"simd_target", stile::active_target_name()}, {"sentences", n}};
+    nlohmann::ordered_json out = {
+        {"store", store.string()},          {"checkpoint", checkpoint.string()},          {"storage", storage},
+        {"cpu", stile::bench::cpu_model()}, {"simd_target", stile::active_target_name()}, {"sentences", n}};
 
     // The checkpoint in memory: the reference accuracy.
     const stile::TaskModel model = stile::TaskModel::load(checkpoint);

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,9 +64,7 @@ constexpr const char* kUsage =
     "Inputs come from the arguments; with none, from standard input, one per line.\n"
     "See predict SUBCOMMAND --help.\n";
 
-std::string to_json(const Json& value) {
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string to_json(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // Python's str index (code points) of a byte offset: what transformers' pipelines report.
 std::size_t char_index(std::string_view text, std::size_t byte) {
@@ -81,38 +80,44 @@ Options parse_args(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     std::exit(0);
   }
-  if (sub == "classify") o.task = Task::kClassify;
-  else if (sub == "rerank") o.task = Task::kRerank;
-  else if (sub == "ner") o.task = Task::kNer;
-  else if (sub == "sparse") o.task = Task::kSparse;
-  else {
+  constexpr std::pair<std::string_view, Task> kSubcommands[] = {
+      {"classify", Task::kClassify}, {"rerank", Task::kRerank}, {"ner", Task::kNer}, {"sparse", Task::kSparse}};
+  const auto found =
+      std::find_if(std::begin(kSubcommands), std::end(kSubcommands), [&](const auto& s) { return s.first == sub; });
+  if (found == std::end(kSubcommands)) {
     fmt::print(stderr, "predict: {}\n{}", sub.empty() ? "no subcommand" : fmt::format("unknown subcommand '{}'", sub),
                kUsage);
     std::exit(2);
   }
+  o.task = found->second;
   const std::string program = fmt::format("predict {}", sub);
-  const char* synopsis = o.task == Task::kRerank ? "--model DIR [options] QUERY [passage ...]"
-                                                 : "--model DIR [options] [text ...]";
+  const char* synopsis =
+      o.task == Task::kRerank ? "--model DIR [options] QUERY [passage ...]" : "--model DIR [options] [text ...]";
   const char* about = "";
   switch (o.task) {
     case Task::kClassify:
-      about = "Classifies each text with the model's sequence-classification head: the scores are the text-"
-              "classification pipeline's (softmax for single-label models, sigmoid for multi-label ones and one-"
-              "label ones, the logits for regression). A text longer than the model's positions is truncated.";
+      about =
+          "Classifies each text with the model's sequence-classification head: the scores are the text-"
+          "classification pipeline's (softmax for single-label models, sigmoid for multi-label ones and one-"
+          "label ones, the logits for regression). A text longer than the model's positions is truncated.";
       break;
     case Task::kRerank:
-      about = "Scores each passage against QUERY with a cross-encoder (one output: the pair's logit through the "
-              "model's activation, sigmoid unless config.json says otherwise) and lists them best first. A pair "
-              "longer than the model's positions loses tokens from the longer text first.";
+      about =
+          "Scores each passage against QUERY with a cross-encoder (one output: the pair's logit through the "
+          "model's activation: sigmoid unless its sentence-transformers config names another) and lists them best "
+          "first. A pair "
+          "longer than the model's positions loses tokens from the longer text first.";
       break;
     case Task::kNer:
-      about = "Tags each text's entities with the model's token-classification head, words and groups made as "
-              "transformers' token-classification pipeline makes them. A text longer than the model's positions is "
-              "truncated, or with --stride covered in overlapping windows.";
+      about =
+          "Tags each text's entities with the model's token-classification head, words and groups made as "
+          "transformers' token-classification pipeline makes them. A text longer than the model's positions is "
+          "truncated, or with --stride covered in overlapping windows.";
       break;
     case Task::kSparse:
-      about = "Makes each text's SPLADE vector: per vocabulary term, log(1 + ReLU) of the masked-LM logits, "
-              "pooled over the tokens. A text longer than the model's positions is truncated.";
+      about =
+          "Makes each text's SPLADE vector: per vocabulary term, log(1 + ReLU) of the masked-LM logits, "
+          "pooled over the tokens. A text longer than the model's positions is truncated.";
       break;
   }
   stile_cli::Parser cli(program, synopsis, about);
@@ -189,7 +194,8 @@ void classify(const Options& o, const stile::TaskModel& m, stile::ThreadPool* po
     const stile::TextClassification c = m.classify(text, pair, pool);
     std::vector<std::size_t> order(c.scores.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c.scores[a] > c.scores[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return c.scores[a] > c.scores[b]; });
     if (o.json) {
       Json scores = Json::array();
       for (const std::size_t k : order) scores.push_back({{"label", m.labels()[k]}, {"score", c.scores[k]}});
@@ -236,9 +242,13 @@ void ner(const Options& o, const stile::TaskModel& m, stile::ThreadPool* pool) {
         fmt::print("{}\t{}\t{:.6f}\t{}\t{}\t{}\n", t, e.label, e.score, e.begin, e.end, word);
         continue;
       }
-      Json entity = {{tokens ? "entity" : "entity_group", e.label}, {"score", e.score}, {"word", word},
-                     {"start", char_index(text, e.begin)}, {"end", char_index(text, e.end)},
-                     {"byte_start", e.begin}, {"byte_end", e.end}};
+      Json entity = {{tokens ? "entity" : "entity_group", e.label},
+                     {"score", e.score},
+                     {"word", word},
+                     {"start", char_index(text, e.begin)},
+                     {"end", char_index(text, e.end)},
+                     {"byte_start", e.begin},
+                     {"byte_end", e.end}};
       if (tokens) entity["index"] = e.index;
       list.push_back(std::move(entity));
     }
@@ -253,7 +263,8 @@ void sparse(const Options& o, const stile::TaskModel& m, stile::ThreadPool* pool
     const stile::SparseVector v = m.sparse(text, pool);
     std::vector<std::size_t> order(v.ids.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v.weights[a] > v.weights[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return v.weights[a] > v.weights[b]; });
     const std::size_t shown = std::min(order.size(), o.top != 0 ? o.top : (o.json ? order.size() : 10));
     order.resize(shown);
     const auto term = [&](std::size_t i) { return std::string(m.tokenizer().id_to_token(v.ids[i]).value_or("")); };
@@ -268,7 +279,8 @@ void sparse(const Options& o, const stile::TaskModel& m, stile::ThreadPool* pool
       weights.push_back(v.weights[i]);
       terms.push_back(term(i));
     }
-    rows.push_back({{"text", text}, {"ids", std::move(ids)}, {"weights", std::move(weights)}, {"terms", std::move(terms)}});
+    rows.push_back(
+        {{"text", text}, {"ids", std::move(ids)}, {"weights", std::move(weights)}, {"terms", std::move(terms)}});
   }
   if (o.json) print_json_array(rows);
 }

@@ -42,8 +42,8 @@ Run predict(const std::string& args, const std::vector<std::string>& input = {})
     std::ofstream f(in, std::ios::binary);
     for (const std::string& line : input) f << line << "\n";
   }
-  const std::string command = std::string("'") + STILE_PREDICT + "' " + args + " < '" + in.string() + "' > '" +
-                              out.string() + "' 2> /dev/null";
+  const std::string command =
+      std::string("'") + STILE_PREDICT + "' " + args + " < '" + in.string() + "' > '" + out.string() + "' 2> /dev/null";
   const int raw = std::system(command.c_str());
   Run r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -86,9 +86,9 @@ TEST_CASE("predict classify, rerank, ner and sparse give the reference pipelines
   }
   {
     const nlohmann::json c = read_json(kHeads / "bert_crossencoder" / "golden.json").at("cases").at(0);
-    const Run r = predict("rerank " + model("bert_crossencoder") + " --format json '" + c.at("query").get<std::string>() +
-                              "'",
-                          c.at("passages").get<std::vector<std::string>>());
+    const Run r =
+        predict("rerank " + model("bert_crossencoder") + " --format json '" + c.at("query").get<std::string>() + "'",
+                c.at("passages").get<std::vector<std::string>>());
     REQUIRE(r.status == 0);
     const nlohmann::json got = nlohmann::json::parse(r.out).at("results");
     REQUIRE(got.size() == c.at("rank").size());
@@ -140,13 +140,13 @@ TEST_CASE("predict classify, rerank, ner and sparse give the reference pipelines
 }
 
 TEST_CASE("predict: misuse gets its exit status", "[heads][tools]") {
-  CHECK(predict("").status == 2);                                          // no subcommand
-  CHECK(predict("tag " + model("bert_ner")).status == 2);                  // not a subcommand
-  CHECK(predict("classify", {"text"}).status == 2);                        // no --model
+  CHECK(predict("").status == 2);                                                 // no subcommand
+  CHECK(predict("tag " + model("bert_ner")).status == 2);                         // not a subcommand
+  CHECK(predict("classify", {"text"}).status == 2);                               // no --model
   CHECK(predict("ner " + model("bert_ner") + " --pairs", {"a\tb"}).status == 2);  // a pair to a one-text task
   CHECK(predict("ner " + model("bert_ner") + " --stride x", {"text"}).status == 2);
-  CHECK(predict("rerank " + model("bert_crossencoder")).status == 2);       // no query
-  CHECK(predict("ner " + model("bert_seqcls"), {"text"}).status == 1);      // no token-classification head
+  CHECK(predict("rerank " + model("bert_crossencoder")).status == 2);          // no query
+  CHECK(predict("ner " + model("bert_seqcls"), {"text"}).status == 1);         // no token-classification head
   CHECK(predict("rerank " + model("bert_seqcls") + " q", {"p"}).status == 1);  // three labels: no cross-encoder
   CHECK(predict("classify " + model("bert_seqcls") + " --pairs", {"no tab"}).status == 1);
   CHECK(predict("classify --help").status == 0);

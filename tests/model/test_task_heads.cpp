@@ -48,7 +48,6 @@ const fs::path kHeads = kData / "heads";
 // The encoders agree with transformers within 1.4e-6 (test_families); a head adds a few roundings.
 constexpr double kTolerance = 1e-5;
 
-
 // The model directories whose golden.json is of `task`.
 std::vector<std::string> cases_of(const std::string& task) {
   std::vector<std::string> names;
@@ -103,7 +102,8 @@ TEST_CASE("task heads: sequence classification equals transformers' text-classif
       INFO("text " << text << (pair ? " | " + *pair : std::string()));
       const stile::Encoding e = pair ? model.tokenizer().encode_pair(text, *pair) : model.tokenizer().encode(text);
       CHECK(e.input_ids == ids_of(c.at("ids")));
-      const stile::TextClassification got = model.classify(text, pair ? std::optional<std::string_view>(*pair) : std::nullopt);
+      const stile::TextClassification got =
+          model.classify(text, pair ? std::optional<std::string_view>(*pair) : std::nullopt);
       const auto logits = c.at("logits").get<std::vector<double>>();
       REQUIRE(got.logits.size() == logits.size());
       for (std::size_t k = 0; k < logits.size(); ++k) {
@@ -189,8 +189,8 @@ TEST_CASE("task heads: token classification equals transformers' token-classific
         run = &*short_model;
         ++windowed;
       }
-      for (const Aggregation a : {Aggregation::kNone, Aggregation::kSimple, Aggregation::kFirst, Aggregation::kMax,
-                                  Aggregation::kAverage}) {
+      for (const Aggregation a :
+           {Aggregation::kNone, Aggregation::kSimple, Aggregation::kFirst, Aggregation::kMax, Aggregation::kAverage}) {
         const nlohmann::json& want = c.at("pipeline").at(stile::to_string(a));
         if (want.is_object() && want.contains("error")) {
           INFO("the reference refused: " << want.dump());
@@ -237,9 +237,11 @@ TEST_CASE("token entities: each aggregation on a hand-made case", "[heads]") {
     s[label] = top;
     return s;
   };
-  const std::vector<stile::ScoredToken> tokens = {
-      {1, scores(3, 0.6), 0, 3, false},  {2, scores(4, 0.7), 4, 8, false}, {3, scores(0, 0.9), 9, 10, false},
-      {4, scores(1, 0.5), 10, 11, true}, {5, scores(0, 0.8), 12, 15, false}};
+  const std::vector<stile::ScoredToken> tokens = {{1, scores(3, 0.6), 0, 3, false},
+                                                  {2, scores(4, 0.7), 4, 8, false},
+                                                  {3, scores(0, 0.9), 9, 10, false},
+                                                  {4, scores(1, 0.5), 10, 11, true},
+                                                  {5, scores(0, 0.8), 12, 15, false}};
   const auto none = stile::window_entities(tokens, labels, Aggregation::kNone);
   REQUIRE(none.size() == 3);
   CHECK(none[0].label == "B-LOC");
@@ -259,8 +261,8 @@ TEST_CASE("token entities: each aggregation on a hand-made case", "[heads]") {
     CHECK(words[0].label == "LOC");
   }
   // Two windows that overlap: the longer entity stays; equal length, the higher score.
-  const std::vector<Entity> merged =
-      stile::merge_window_entities({{"LOC", 0.9, 10, 14}, {"LOC", 0.5, 0, 8}, {"PER", 0.4, 4, 12}, {"PER", 0.6, 10, 14}});
+  const std::vector<Entity> merged = stile::merge_window_entities(
+      {{"LOC", 0.9, 10, 14}, {"LOC", 0.5, 0, 8}, {"PER", 0.4, 4, 12}, {"PER", 0.6, 10, 14}});
   REQUIRE(merged.size() == 2);
   CHECK(merged[0].begin == 0);
   CHECK(merged[0].end == 8);

@@ -65,8 +65,9 @@ inline constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 inline HeadTask read_task(const nlohmann::json& config, std::string_view file) {
   const auto it = config.find("architectures");
   if (it == config.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
-    fail_in_file(file, "\"architectures\" must name the model class (<Family>ForSequenceClassification, "
-                       "ForTokenClassification or ForMaskedLM) for stile to know its head");
+    fail_in_file(file,
+                 "\"architectures\" must name the model class (<Family>ForSequenceClassification, "
+                 "ForTokenClassification or ForMaskedLM) for stile to know its head");
   }
   const std::string name = (*it)[0].get<std::string>();
   if (name.ends_with("ForSequenceClassification")) return HeadTask::kSequenceClassification;
@@ -103,7 +104,8 @@ inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
       if (name != "Transformer" && name != "MLMTransformer") {
         fail_in_file(file, "module 0 is ", t.substr(0, 80), ", not the Transformer");
       }
-      if (!where.empty()) fail_in_file(file, "the encoder must be the directory's own (module 0's path is \"", where, "\")");
+      if (!where.empty())
+        fail_in_file(file, "the encoder must be the directory's own (module 0's path is \"", where, "\")");
     } else if (name == "SpladePooling" && task == HeadTask::kMaskedLm && i == 1) {
       const fs::path settings_path = dir / where / "config.json";
       const std::string settings_file = settings_path.string();
@@ -114,7 +116,8 @@ inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
         fail_in_file(settings_file, "\"pooling_strategy\": \"", pooling.substr(0, 40), "\" is not max or sum");
       }
       if (activation != "relu" && activation != "log1p_relu") {
-        fail_in_file(settings_file, "\"activation_function\": \"", activation.substr(0, 40), "\" is not relu or log1p_relu");
+        fail_in_file(settings_file, "\"activation_function\": \"", activation.substr(0, 40),
+                     "\" is not relu or log1p_relu");
       }
       splade.max = pooling == "max";
       splade.log1p_twice = activation == "log1p_relu";

@@ -100,7 +100,8 @@ inline ScoreFunction cross_encoder_score_function(const nlohmann::json& config, 
   if (torch && name == "Sigmoid") return ScoreFunction::kSigmoid;
   if (torch && name == "Identity") return ScoreFunction::kNone;
   if (torch && name == "Tanh") return ScoreFunction::kTanh;
-  fail_in_file(file, "\"", key, "\": \"", path.substr(0, 80), "\" is not implemented (torch.nn Sigmoid, Identity or Tanh)");
+  fail_in_file(file, "\"", key, "\": \"", path.substr(0, 80),
+               "\" is not implemented (torch.nn Sigmoid, Identity or Tanh)");
 }
 
 }  // namespace stile

@@ -129,8 +129,8 @@ struct TaskHead {
     }
     for (const HeadLayer& layer : layers) {
       std::vector<float> y(n * layer.out);
-      linear(n, x.data(), layer.in, layer.weight.view(), y.data(), layer.out,
-             epilogue::Bias{.bias = layer.bias.data()}, pool);
+      linear(n, x.data(), layer.in, layer.weight.view(), y.data(), layer.out, epilogue::Bias{.bias = layer.bias.data()},
+             pool);
       activate_inplace(layer.activation, y.data(), y.size());
       if (!layer.norm_gamma.empty()) {
         layer_norm_rows(y.data(), n, layer.out, layer.out, layer.norm_gamma.data(), layer.norm_beta.data(),
@@ -151,8 +151,8 @@ inline std::vector<float> read_matrix(const SafetensorsFile& file, const std::st
   if (t == nullptr) fail_in_file(file.path(), "the head's tensor ", name, " is missing");
   if (t->shape.size() != 2 || t->shape[0] < 1 || static_cast<std::size_t>(t->shape[1]) != cols ||
       (rows != 0 && static_cast<std::size_t>(t->shape[0]) != rows)) {
-    fail_in_file(file.path(), name, " must be [", rows == 0 ? std::string("outputs") : std::to_string(rows), ", ",
-                 cols, "]");
+    fail_in_file(file.path(), name, " must be [", rows == 0 ? std::string("outputs") : std::to_string(rows), ", ", cols,
+                 "]");
   }
   rows = static_cast<std::size_t>(t->shape[0]);
   std::vector<float> v = file.to_f32(*t);
@@ -201,9 +201,8 @@ inline void add_norm(const SafetensorsFile& file, HeadLayer& layer, const std::s
 inline HeadLayer modernbert_head(const SafetensorsFile& file, const EncoderConfig& c, const nlohmann::json& config,
                                  std::string_view config_file) {
   using namespace task_head_detail;
-  const HeadActivation act =
-      head_activation(json_optional_string(config, "classifier_activation", "gelu", config_file), config_file,
-                      "classifier_activation");
+  const HeadActivation act = head_activation(json_optional_string(config, "classifier_activation", "gelu", config_file),
+                                             config_file, "classifier_activation");
   HeadLayer head = read_layer(file, "head.dense", c.hidden, c.hidden,
                               json_optional_bool(config, "classifier_bias", false, config_file), act);
   add_norm(file, head, "head.norm", c.norm_bias, c.layer_norm_eps);
@@ -262,10 +261,10 @@ inline TaskHead read_task_head(HeadTask task, const SafetensorsFile& file, const
           fail_in_file(config_file, "\"pooler_hidden_size\" must equal the hidden size ", d,
                        " (the context pooler reads the first token's hidden state)");
         }
-        head.layers.push_back(read_layer(
-            file, "pooler.dense", d, d, true,
-            head_activation(json_optional_string(config, "pooler_hidden_act", "gelu", config_file), config_file,
-                            "pooler_hidden_act")));
+        head.layers.push_back(
+            read_layer(file, "pooler.dense", d, d, true,
+                       head_activation(json_optional_string(config, "pooler_hidden_act", "gelu", config_file),
+                                       config_file, "pooler_hidden_act")));
         classifier("classifier");
         break;
       }
@@ -290,15 +289,14 @@ inline TaskHead read_task_head(HeadTask task, const SafetensorsFile& file, const
                                file.find(weight) != nullptr ? weight : word, bias_name);
     head.layers.push_back(std::move(out));
   };
-  const HeadActivation act = head_activation(c.hidden_act, config_file,
-                                             f == EncoderFamily::kDistilBert ? "activation" : "hidden_act");
+  const HeadActivation act =
+      head_activation(c.hidden_act, config_file, f == EncoderFamily::kDistilBert ? "activation" : "hidden_act");
   if (f == EncoderFamily::kBert) {
     HeadLayer transform = read_layer(file, "cls.predictions.transform.dense", d, d, true, act);
     add_norm(file, transform, "cls.predictions.transform.LayerNorm", true, c.layer_norm_eps);
     head.layers.push_back(std::move(transform));
-    decoder("cls.predictions.decoder.weight", file.find("cls.predictions.bias") != nullptr
-                                                  ? "cls.predictions.bias"
-                                                  : "cls.predictions.decoder.bias");
+    decoder("cls.predictions.decoder.weight",
+            file.find("cls.predictions.bias") != nullptr ? "cls.predictions.bias" : "cls.predictions.decoder.bias");
   } else if (f == EncoderFamily::kDistilBert) {
     HeadLayer transform = read_layer(file, "vocab_transform", d, d, true, act);
     add_norm(file, transform, "vocab_layer_norm", true, 1e-12f);

@@ -87,8 +87,8 @@ inline std::size_t read_max_length(const fs::path& dir, const EncoderConfig& c) 
   const fs::path file = dir / "tokenizer_config.json";
   if (fs::exists(file)) {
     const nlohmann::json j = read_json_file(file, kMaxConfigBytes, 16, "the tokenizer config");
-    if (const auto it = j.find("model_max_length"); it != j.end() && it->is_number_unsigned() &&
-                                                   it->get<std::uint64_t>() >= 2) {
+    if (const auto it = j.find("model_max_length");
+        it != j.end() && it->is_number_unsigned() && it->get<std::uint64_t>() >= 2) {
       max = static_cast<std::size_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), max));
     }
   }
@@ -107,7 +107,7 @@ inline std::size_t read_max_length(const fs::path& dir, const EncoderConfig& c) 
   return max;
 }
 
-// Code points of UTF-8 bytes (a stray continuation byte counts as one, as a replacement would).
+// Code points of UTF-8 bytes: the bytes that start one (a stray continuation byte counts as none).
 inline std::size_t code_points(std::string_view s) {
   std::size_t n = 0;
   for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80 ? 1 : 0;
@@ -123,8 +123,9 @@ inline std::size_t code_points(std::string_view s) {
 inline std::vector<ScoredToken> scored_tokens(std::string_view text, const Encoding& e, std::span<const float> logits,
                                               std::size_t labels, const Tokenizer& tokenizer) {
   using task_model_detail::code_points;
-  require(e.offsets.size() == e.size() && e.special_tokens_mask.size() == e.size() && logits.size() >= e.size() * labels,
-          "scored_tokens: an encoding with offsets (a tokenizer.json's) and a row of logits per token");
+  require(
+      e.offsets.size() == e.size() && e.special_tokens_mask.size() == e.size() && logits.size() >= e.size() * labels,
+      "scored_tokens: an encoding with offsets (a tokenizer.json's) and a row of logits per token");
   const bool word_aware = !tokenizer.continuing_subword_prefix().empty();
   const std::optional<std::int32_t> unk = tokenizer.unk_id();
   std::vector<ScoredToken> tokens;
@@ -156,8 +157,10 @@ class TaskModel {
             "TaskModel: the tokenizer's ids reach beyond the model's embedding table");
     require(config_.max_length >= 2 && config_.max_length <= model_.config().max_positions(),
             "TaskModel: max_length must be in [2, the model's positions]");
-    require(config_.head.head.layers.front().in == model_.config().hidden, "TaskModel: the head reads another hidden size");
-    require(config_.head.task != HeadTask::kSequenceClassification || config_.head.labels.size() == config_.head.head.outputs(),
+    require(config_.head.head.layers.front().in == model_.config().hidden,
+            "TaskModel: the head reads another hidden size");
+    require(config_.head.task != HeadTask::kSequenceClassification ||
+                config_.head.labels.size() == config_.head.head.outputs(),
             "TaskModel: one label per output of the head");
     tokenizer_.set_truncation(Truncation{.max_length = config_.max_length});
   }
@@ -182,9 +185,10 @@ class TaskModel {
 
   // ---- sequence classification and cross-encoders ----
 
-  // One text, or a pair (text, text_pair), classified; scores by config().classify_scores.
-  [[nodiscard]] TextClassification classify(std::string_view text, std::optional<std::string_view> text_pair = std::nullopt,
-                                        ThreadPool* pool = nullptr) const {
+  // One text, or a pair (text, text_pair), classified; scores by config().head.classify_scores.
+  [[nodiscard]] TextClassification classify(std::string_view text,
+                                            std::optional<std::string_view> text_pair = std::nullopt,
+                                            ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "classify");
     const Encoding e = text_pair ? tokenizer_.encode_pair(text, *text_pair) : tokenizer_.encode(text);
     return std::move(classify_encoded(std::span(&e, 1), config_.head.classify_scores, pool)[0]);
@@ -192,7 +196,7 @@ class TaskModel {
 
   // Many texts in one encoder run (no padding computed).
   [[nodiscard]] std::vector<TextClassification> classify_batch(std::span<const std::string> texts,
-                                                           ThreadPool* pool = nullptr) const {
+                                                               ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "classify");
     std::vector<Encoding> batch;
     batch.reserve(texts.size());
@@ -201,7 +205,7 @@ class TaskModel {
   }
 
   // The relevance of each passage to the query: the (query, passage) pair's first output through
-  // config().pair_scores, in passage order (sentence-transformers' CrossEncoder.predict).
+  // config().head.pair_scores, in passage order (sentence-transformers' CrossEncoder.predict).
   [[nodiscard]] std::vector<double> score_pairs(std::string_view query, std::span<const std::string> passages,
                                                 ThreadPool* pool = nullptr) const {
     require_task(HeadTask::kSequenceClassification, "score pairs");
@@ -213,7 +217,8 @@ class TaskModel {
     batch.reserve(passages.size());
     for (const std::string& p : passages) batch.push_back(tokenizer_.encode_pair(query, p));
     std::vector<double> scores;
-    for (const TextClassification& c : classify_encoded(batch, config_.head.pair_scores, pool)) scores.push_back(c.scores[0]);
+    for (const TextClassification& c : classify_encoded(batch, config_.head.pair_scores, pool))
+      scores.push_back(c.scores[0]);
     return scores;
   }
 
@@ -240,8 +245,9 @@ class TaskModel {
     std::vector<Encoding> windows =
         stride ? encode_windows(tokenizer_, text, config_.max_length, *stride) : std::vector{tokenizer_.encode(text)};
     if (!windows.empty() && windows[0].offsets.size() != windows[0].size()) {
-      throw Error("stile: TaskModel: token classification needs the tokens' offsets, which a vocab.txt tokenizer "
-                  "does not give: use the model's tokenizer.json");
+      throw Error(
+          "stile: TaskModel: token classification needs the tokens' offsets, which a vocab.txt tokenizer "
+          "does not give: use the model's tokenizer.json");
     }
     std::vector<float> hidden;
     const std::vector<std::size_t> lengths = model_.encode(windows, hidden, pool);
@@ -315,7 +321,7 @@ class TaskModel {
   }
 
   [[nodiscard]] std::vector<TextClassification> classify_encoded(std::span<const Encoding> batch, ScoreFunction scores,
-                                                             ThreadPool* pool) const {
+                                                                 ThreadPool* pool) const {
     std::vector<TextClassification> out;
     if (batch.empty()) return out;
     std::vector<float> hidden;

@@ -51,17 +51,17 @@ inline Aggregation aggregation_from_string(std::string_view name) {
 
 // One token of a window as the aggregation reads it (special tokens are left out before).
 struct ScoredToken {
-  std::size_t index = 0;             // the token's place in its window
-  std::vector<double> scores;        // the softmax over the labels
-  std::size_t begin = 0, end = 0;    // bytes of the text
-  bool subword = false;              // continues the word of the token before it
+  std::size_t index = 0;           // the token's place in its window
+  std::vector<double> scores;      // the softmax over the labels
+  std::size_t begin = 0, end = 0;  // bytes of the text
+  bool subword = false;            // continues the word of the token before it
 };
 
 struct Entity {
-  std::string label;                // the label (none) or the entity type (grouped)
+  std::string label;  // the label (none) or the entity type (grouped)
   double score = 0.0;
-  std::size_t begin = 0, end = 0;   // bytes of the text
-  std::size_t index = 0;            // the token's place in its window (none only)
+  std::size_t begin = 0, end = 0;  // bytes of the text
+  std::size_t index = 0;           // the token's place in its window (none only)
 };
 
 namespace token_entities_detail {
