@@ -2,7 +2,7 @@
 // store convert made from the checkpoint, its head from STORE.head.safetensors) at each latency
 // target on emulated storage, beside the same checkpoint in memory (TaskModel, fp32, no deadline);
 // and what the head costs a request: the pooling-and-head span of the timeline against the
-// request's whole time, at 16 tokens and over dev.
+// request's whole time, at 16 tokens and over dev; and the submodels the planner ran.
 //
 //   eval_checkpoint_head STORE --checkpoint DIR [--targets 30,40,60] [--storage emmc]
 //                        [--preload-kb 1024] [--min-bits 4] [--json out.json]
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -116,7 +117,8 @@ int main(int argc, char** argv) {
       engine.set_task_head(stile::load_head_sidecar(stile::head_path_for(store), engine.config()));
       (void)engine.run(dev.sentences[0]);  // fills the preload buffer
       std::size_t correct = 0, within = 0;
-      std::vector<double> total, head_share, head_share16;
+      std::vector<double> total, head_share, head_share16, head_ms;
+      std::map<std::string, std::size_t> shapes;  // "n x m": requests that ran n layers of at most m shards
       stile::ProgressBar bar(fmt::format("engine at {} ms", target));
       for (std::size_t i = 0; i < n; ++i) {
         const stile::EngineResult r = engine.run(dev.sentences[i]);
@@ -126,7 +128,11 @@ int main(int argc, char** argv) {
         total.push_back(t.total_ms);
         const double share = (t.head_end_ms - t.head_start_ms) / t.total_ms;
         head_share.push_back(share);
+        head_ms.push_back(t.head_end_ms - t.head_start_ms);
         if (r.tokens <= 16) head_share16.push_back(share);
+        std::size_t widest = 0;
+        for (const auto& layer : r.plan.layers) widest = std::max(widest, layer.size());
+        ++shapes[fmt::format("{}x{}", r.plan.layers.size(), widest)];
         bar.update(i + 1, n);
       }
       const double accuracy = 100.0 * static_cast<double>(correct) / static_cast<double>(n);
@@ -141,7 +147,13 @@ int main(int argc, char** argv) {
                       {"head_share_median", quantile(head_share, 0.5)},
                       {"head_share_max", quantile(head_share, 1.0)},
                       {"head_share_median_16_tokens", quantile(head_share16, 0.5)},
-                      {"requests_16_tokens", head_share16.size()}});
+                      {"head_share_p99_16_tokens", quantile(head_share16, 0.99)},
+                      {"head_ms_median", quantile(head_ms, 0.5)},
+                      {"requests_16_tokens", head_share16.size()},
+                      {"shapes", shapes}});
+      std::string shape_text;
+      for (const auto& [shape, count] : shapes) shape_text += fmt::format(" {}: {}", shape, count);
+      fmt::print("          plans (layers x widest shards: requests):{}\n", shape_text);
     }
     out["engine"] = std::move(rows);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
