@@ -1,0 +1,197 @@
+// stile._stile: the nanobind module under the Python package (python/stile/__init__.py holds the
+// Python-side API, shaped like sentence-transformers'). Every call releases the GIL while C++
+// computes; stile::Error becomes stile.StileError (a RuntimeError) with stile's message; results
+// are numpy arrays that own stile's buffers (no copy).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "stile/core/thread_pool.hpp"
+#include "stile/model/sentence_encoder.hpp"
+#include "stile/model/task_model.hpp"
+#include "stile/ops/precision.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+template <class T>
+using Array = nb::ndarray<nb::numpy, T>;
+
+// A numpy array over `values` (moved into the array's owner), of the given shape.
+template <class T>
+Array<T> to_numpy(std::vector<T>&& values, std::vector<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return Array<T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+std::unique_ptr<stile::ThreadPool> make_pool(std::size_t threads) {
+  return threads == 0 ? nullptr : std::make_unique<stile::ThreadPool>(threads);
+}
+
+struct SentenceEncoder {
+  SentenceEncoder(const std::string& path, const std::string& precision, std::size_t threads)
+      : encoder(stile::SentenceEncoder::load(path, stile::precision_preset(precision))), pool(make_pool(threads)) {}
+
+  // [texts x dim] float32: the pipeline's embeddings (normalized when the model normalizes).
+  Array<float> embed(const std::vector<std::string>& texts, std::optional<std::string> prompt_name,
+                     std::optional<std::size_t> stride) const {
+    std::vector<float> flat;
+    const std::size_t dim = encoder.dim();
+    {
+      nb::gil_scoped_release release;
+      const std::optional<std::string_view> prompt =
+          prompt_name ? std::optional<std::string_view>(*prompt_name) : std::nullopt;
+      flat.reserve(texts.size() * dim);
+      if (stride) {
+        for (const std::string& t : texts) {
+          const std::vector<float> e = encoder.embed_long(t, *stride, pool.get(), prompt);
+          flat.insert(flat.end(), e.begin(), e.end());
+        }
+      } else {
+        for (const std::vector<float>& e : encoder.embed_batch(texts, pool.get(), prompt)) {
+          flat.insert(flat.end(), e.begin(), e.end());
+        }
+      }
+    }
+    return to_numpy(std::move(flat), {texts.size(), dim});
+  }
+
+  // input_ids, token_type_ids, attention_mask of each text, as embed tokenizes it.
+  std::vector<std::tuple<std::vector<std::int32_t>, std::vector<std::int32_t>, std::vector<std::int32_t>>> tokenize(
+      const std::vector<std::string>& texts, std::optional<std::string> prompt_name) const {
+    std::vector<std::tuple<std::vector<std::int32_t>, std::vector<std::int32_t>, std::vector<std::int32_t>>> out;
+    for (const std::string& t : texts) {
+      stile::Encoding e =
+          encoder.encode(t, prompt_name ? std::optional<std::string_view>(*prompt_name) : std::nullopt);
+      out.emplace_back(std::move(e.input_ids), std::move(e.token_type_ids), std::move(e.attention_mask));
+    }
+    return out;
+  }
+
+  stile::SentenceEncoder encoder;
+  std::unique_ptr<stile::ThreadPool> pool;
+};
+
+struct TaskModel {
+  TaskModel(const std::string& path, const std::string& precision, std::size_t threads)
+      : model(stile::TaskModel::load(path, stile::precision_preset(precision))), pool(make_pool(threads)) {}
+
+  // (logits [texts x labels] float32, scores [texts x labels] float64) of texts, or of pairs.
+  std::tuple<Array<float>, Array<double>> classify(const std::vector<std::string>& texts,
+                                                   std::optional<std::vector<std::string>> pairs) const {
+    if (pairs && pairs->size() != texts.size()) {
+      throw stile::Error("stile: classify: one text_pair per text is needed");
+    }
+    std::vector<float> logits;
+    std::vector<double> scores;
+    {
+      nb::gil_scoped_release release;
+      std::vector<stile::TextClassification> results;
+      if (pairs) {
+        for (std::size_t i = 0; i < texts.size(); ++i) results.push_back(model.classify(texts[i], (*pairs)[i], pool.get()));
+      } else {
+        results = model.classify_batch(texts, pool.get());
+      }
+      for (const stile::TextClassification& c : results) {
+        logits.insert(logits.end(), c.logits.begin(), c.logits.end());
+        scores.insert(scores.end(), c.scores.begin(), c.scores.end());
+      }
+    }
+    const std::size_t labels = model.labels().size();
+    return {to_numpy(std::move(logits), {texts.size(), labels}), to_numpy(std::move(scores), {texts.size(), labels})};
+  }
+
+  Array<double> score_pairs(const std::string& query, const std::vector<std::string>& passages) const {
+    std::vector<double> scores;
+    {
+      nb::gil_scoped_release release;
+      scores = model.score_pairs(query, passages, pool.get());
+    }
+    return to_numpy(std::move(scores), {passages.size()});
+  }
+
+  // (label, score, byte begin, byte end, token index) per entity.
+  std::vector<std::tuple<std::string, double, std::size_t, std::size_t, std::size_t>> entities(
+      const std::string& text, const std::string& aggregation, std::optional<std::size_t> stride) const {
+    std::vector<stile::Entity> found;
+    {
+      nb::gil_scoped_release release;
+      found = model.entities(text, stile::aggregation_from_string(aggregation), stride, pool.get());
+    }
+    std::vector<std::tuple<std::string, double, std::size_t, std::size_t, std::size_t>> out;
+    for (stile::Entity& e : found) out.emplace_back(std::move(e.label), e.score, e.begin, e.end, e.index);
+    return out;
+  }
+
+  // (vocabulary ids int32, weights float32), ids ascending.
+  std::tuple<Array<std::int32_t>, Array<float>> sparse(const std::string& text) const {
+    stile::SparseVector v;
+    {
+      nb::gil_scoped_release release;
+      v = model.sparse(text, pool.get());
+    }
+    const std::size_t n = v.ids.size();
+    return {to_numpy(std::move(v.ids), {n}), to_numpy(std::move(v.weights), {n})};
+  }
+
+  stile::TaskModel model;
+  std::unique_ptr<stile::ThreadPool> pool;
+};
+
+const char* task_name(stile::HeadTask t) {
+  switch (t) {
+    case stile::HeadTask::kSequenceClassification: return "sequence-classification";
+    case stile::HeadTask::kTokenClassification: return "token-classification";
+    case stile::HeadTask::kMaskedLm: return "masked-lm";
+  }
+  return "?";
+}
+
+}  // namespace
+
+NB_MODULE(_stile, m) {
+  m.doc() = "stile's encoders: the C++ side of the stile package (use the classes of stile itself)";
+  nb::exception<stile::Error>(m, "StileError", PyExc_RuntimeError);
+
+  nb::class_<SentenceEncoder>(m, "SentenceEncoder")
+      .def(nb::init<const std::string&, const std::string&, std::size_t>(), "path"_a, "precision"_a, "threads"_a)
+      .def("embed", &SentenceEncoder::embed, "texts"_a, "prompt_name"_a = nb::none(), "stride"_a = nb::none())
+      .def("tokenize", &SentenceEncoder::tokenize, "texts"_a, "prompt_name"_a = nb::none())
+      .def_prop_ro("dim", [](const SentenceEncoder& s) { return s.encoder.dim(); })
+      .def_prop_ro("max_seq_length", [](const SentenceEncoder& s) { return s.encoder.config().max_seq_length; })
+      .def_prop_ro("similarity_fn_name", [](const SentenceEncoder& s) { return s.encoder.config().similarity; })
+      .def_prop_ro("normalizes", [](const SentenceEncoder& s) { return s.encoder.config().modules.normalize; })
+      .def_prop_ro("prompts", [](const SentenceEncoder& s) {
+        std::vector<std::tuple<std::string, std::string>> out;
+        for (const auto& [name, text] : s.encoder.config().prompts.texts) out.emplace_back(name, text);
+        return out;
+      });
+
+  nb::class_<TaskModel>(m, "TaskModel")
+      .def(nb::init<const std::string&, const std::string&, std::size_t>(), "path"_a, "precision"_a, "threads"_a)
+      .def("classify", &TaskModel::classify, "texts"_a, "pairs"_a = nb::none())
+      .def("score_pairs", &TaskModel::score_pairs, "query"_a, "passages"_a)
+      .def("entities", &TaskModel::entities, "text"_a, "aggregation"_a, "stride"_a = nb::none())
+      .def("sparse", &TaskModel::sparse, "text"_a)
+      .def("token", [](const TaskModel& t, std::int32_t id) {
+        return std::string(t.model.tokenizer().id_to_token(id).value_or(""));
+      })
+      .def_prop_ro("task", [](const TaskModel& t) { return std::string(task_name(t.model.task())); })
+      .def_prop_ro("labels", [](const TaskModel& t) { return t.model.labels(); })
+      .def_prop_ro("max_length", [](const TaskModel& t) { return t.model.max_length(); });
+}
