@@ -13,15 +13,21 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "stile/core/thread_pool.hpp"
+#include "stile/engine.hpp"
+#include "stile/model/checkpoint_head.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/model/task_model.hpp"
 #include "stile/ops/precision.hpp"
+#include "stile/pipeline/timeline.hpp"
+#include "stile/plan/device_profile.hpp"
+#include "stile/plan/importance.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -153,6 +159,87 @@ struct TaskModel {
   std::unique_ptr<stile::ThreadPool> pool;
 };
 
+// The elastic engine over a shard store, with the files beside it when they exist: the device
+// profile (STORE.profile.json: the planner), the importance (STORE.importance.json) and a
+// checkpoint's head (STORE.head.safetensors).
+struct Engine {
+  static stile::Engine open(const std::filesystem::path& store, const std::string& storage, double target_ms,
+                            double preload_kb, std::size_t threads) {
+    stile::EngineOptions options;
+    options.storage = storage;
+    options.target_ms = target_ms;
+    options.preload_bytes = static_cast<std::size_t>(preload_kb * 1024);
+    options.threads = threads;
+    if (const std::filesystem::path p = stile::importance_path_for(store); std::filesystem::exists(p)) {
+      stile::ShardImportance importance = stile::load_importance(p);
+      options.ranking = std::move(importance.ranking);
+      options.importance = std::move(importance.order);
+    }
+    std::filesystem::path profile = store;
+    profile += ".profile.json";
+    std::optional<stile::DeviceProfile> loaded;
+    if (std::filesystem::exists(profile)) loaded = stile::DeviceProfile::load(profile);
+    stile::Engine engine(store, options, std::move(loaded));
+    if (const std::filesystem::path head = stile::head_path_for(store); std::filesystem::exists(head)) {
+      engine.set_task_head(stile::load_head_sidecar(head, engine.config()));
+    }
+    return engine;
+  }
+
+  Engine(const std::filesystem::path& store, const std::string& storage, double target_ms, double preload_kb,
+         std::size_t threads)
+      : engine(open(store, storage, target_ms, preload_kb, threads)) {}
+
+  // The request's answer and account, as a dict (Engine.run in __init__.py says what is in it).
+  nb::dict run(const std::string& text) {
+    stile::EngineResult r;
+    std::string trace;
+    {
+      nb::gil_scoped_release release;
+      r = engine.run(text);
+      trace = stile::to_chrome_trace(r.timeline).dump();
+    }
+    nb::dict out;
+    const std::size_t dim = r.embedding.size();
+    out["embedding"] = to_numpy(std::move(r.embedding), {dim});
+    out["logits"] = r.logits;
+    out["label"] = r.label ? nb::cast(*r.label) : nb::none();
+    out["label_name"] = r.label_name;
+    out["scores"] = r.scores;
+    out["tokens"] = r.tokens;
+    std::vector<std::vector<std::tuple<std::size_t, unsigned>>> plan;
+    for (const auto& layer : r.plan.layers) {
+      plan.emplace_back();
+      for (const stile::ShardChoice& c : layer) plan.back().emplace_back(c.shard, c.bits);
+    }
+    out["plan"] = plan;
+    out["plan_note"] = r.plan_note;
+    out["estimated_ms"] = r.estimated_ms;
+    out["target_ms"] = r.target_ms;
+    out["deadline_missed"] = r.deadline_missed;
+    out["deadline_note"] = r.deadline_note;
+    const stile::Timeline& t = r.timeline;
+    nb::dict timeline;
+    timeline["total_ms"] = t.total_ms;
+    timeline["embeddings_ms"] = t.embed_end_ms - t.embed_start_ms;
+    timeline["io_ms"] = t.io_ms();
+    timeline["stall_ms"] = t.stall_ms();
+    timeline["compute_ms"] = t.compute_ms();
+    timeline["head_ms"] = t.head_end_ms - t.head_start_ms;
+    timeline["bytes_read"] = t.bytes_read() + t.embed_bytes_read;
+    timeline["storage"] = t.storage;
+    timeline["emulated"] = t.emulated;
+    out["timeline"] = timeline;
+    out["trace"] = trace;
+    out["preload_held_bytes"] = r.preload_held_bytes;
+    out["word_cache_held_bytes"] = r.word_cache_held_bytes;
+    out["working_buffer_bytes"] = r.working_buffer_bytes;
+    return out;
+  }
+
+  stile::Engine engine;
+};
+
 const char* task_name(stile::HeadTask t) {
   switch (t) {
     case stile::HeadTask::kSequenceClassification: return "sequence-classification";
@@ -181,6 +268,13 @@ NB_MODULE(_stile, m) {
         for (const auto& [name, text] : s.encoder.config().prompts.texts) out.emplace_back(name, text);
         return out;
       });
+
+  nb::class_<Engine>(m, "Engine")
+      .def(nb::init<const std::filesystem::path&, const std::string&, double, double, std::size_t>(), "store"_a,
+           "storage"_a, "target_ms"_a, "preload_kb"_a, "threads"_a)
+      .def("run", &Engine::run, "text"_a)
+      .def_prop_ro("resident_bytes", [](const Engine& e) { return e.engine.resident_bytes(); })
+      .def_prop_ro("backend", [](const Engine& e) { return e.engine.backend_description(); });
 
   nb::class_<TaskModel>(m, "TaskModel")
       .def(nb::init<const std::string&, const std::string&, std::size_t>(), "path"_a, "precision"_a, "threads"_a)

@@ -23,11 +23,12 @@ from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 
+from ._stile import Engine as _Engine
 from ._stile import SentenceEncoder as _SentenceEncoder
 from ._stile import StileError
 from ._stile import TaskModel as _TaskModel
 
-__all__ = ["SentenceEncoder", "TaskModel", "StileError", "default_model_dir"]
+__all__ = ["SentenceEncoder", "TaskModel", "Engine", "StileError", "default_model_dir"]
 
 
 def default_model_dir() -> str:
@@ -182,3 +183,30 @@ class TaskModel:
         """[(token, weight)] by descending weight (SparseEncoder.decode)."""
         pairs = sorted(zip(ids, weights), key=lambda p: -p[1])[:top_k]
         return [(self._model.token(int(i)), float(w)) for i, w in pairs]
+
+
+class Engine:
+    """The elastic engine over a shard store (tools/convert): each request runs the submodel the
+    planner picks for target_ms (with STORE.profile.json from tools/profile; without one, the whole
+    model at the highest stored bitwidth) while its shards stream from storage (emulated: emmc, sd,
+    nvme; none: the real device), holding preload_kb KiB between requests. A store converted from
+    a fine-tuned classifier classifies each request with its own head (STORE.head.safetensors)."""
+
+    def __init__(self, store: str, storage: str = "none", target_ms: float = 0.0, preload_kb: float = 0.0,
+                 threads: int = 0):
+        self._engine = _Engine(os.path.expanduser(store), storage, target_ms, preload_kb, threads)
+
+    def run(self, text: str) -> dict:
+        """One request: embedding (numpy), label, label_name, scores and logits (with a head), tokens,
+        plan (per layer, its (shard, bits)), plan_note, estimated_ms, target_ms, deadline_missed,
+        deadline_note, timeline (total_ms, embeddings_ms, io_ms, stall_ms, compute_ms, head_ms,
+        bytes_read, storage, emulated), trace (the Chrome trace JSON), and the bytes held."""
+        return self._engine.run(text)
+
+    @property
+    def resident_bytes(self) -> int:
+        return self._engine.resident_bytes
+
+    @property
+    def backend(self) -> str:
+        return self._engine.backend

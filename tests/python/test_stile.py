@@ -133,3 +133,26 @@ def test_the_readme_example_runs():
     out = subprocess.run([os.sys.executable, os.path.join(ROOT, "examples/python_quickstart.py")], capture_output=True,
                          text=True, check=True).stdout
     assert out.startswith("(3, 384)")
+
+
+CONVERT = os.environ.get("STILE_CONVERT", os.path.join(ROOT, "build/test/tools/convert"))
+
+
+@needs_model
+@pytest.mark.skipif(not os.access(CONVERT, os.X_OK), reason="the C++ convert program is not built")
+def test_engine_runs_a_store_and_reports_its_request(tmp_path):
+    store = str(tmp_path / "minilm.stile")
+    subprocess.run([CONVERT, MODEL, store, "--bits", "4,32"], check=True, capture_output=True)
+    engine = stile.Engine(store)
+    r = engine.run("a charming and moving film")
+    # No profile: the whole model at the highest stored bitwidth, so the embedding is the model's.
+    want = stile.SentenceEncoder(MODEL).encode("a charming and moving film")
+    assert r["embedding"].shape == (384,) and np.abs(r["embedding"] - want).max() < 1e-5
+    assert len(r["plan"]) == 6 and all(bits == 32 for layer in r["plan"] for _, bits in layer)
+    assert r["tokens"] == 7 and r["label"] is None and not r["deadline_missed"]
+    assert r["timeline"]["total_ms"] > 0 and r["timeline"]["bytes_read"] > 0
+    trace = json.loads(r["trace"])
+    assert any(e.get("name") == "compute layer 5" for e in trace["traceEvents"])
+    assert engine.resident_bytes > 0
+    with pytest.raises(stile.StileError, match="nowhere.stile"):
+        stile.Engine(str(tmp_path / "nowhere.stile"))
