@@ -469,16 +469,15 @@ class EngineCore {
     result.embedding.resize(d);
     pool_tokens(hidden, len, d, options_.pooling, result.embedding);
     if (options_.normalize) l2_normalize(result.embedding);
-    if (task_head_ && !task_head_->head.pooling) {  // token classification: each token's logits
+    if (task_head_) {
       task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
       result.head = "checkpoint";
-    } else if (task_head_) {
-      task_head_->head.apply(hidden.data(), len, d, result.logits, &pool_);
-      result.scores = class_scores(task_head_->scores(), result.logits);
-      result.label = static_cast<std::size_t>(std::max_element(result.scores.begin(), result.scores.end()) -
-                                              result.scores.begin());
-      result.label_name = task_head_->labels[*result.label];
-      result.head = "checkpoint";
+      if (task_head_->head.pooling) {  // a classifier's label; a token classifier's logits are the answer
+        result.scores = class_scores(task_head_->scores(), result.logits);
+        result.label = static_cast<std::size_t>(std::max_element(result.scores.begin(), result.scores.end()) -
+                                                result.scores.begin());
+        result.label_name = task_head_->labels[*result.label];
+      }
     } else {
       Classification classified = classifier_.classify(plan, result.embedding);
       result.logits = std::move(classified.logits);

@@ -31,6 +31,7 @@
 #include "stile/io/strict_json.hpp"
 #include "stile/model/checkpoint_classifier.hpp"
 #include "stile/model/class_scores.hpp"
+#include "stile/model/sentence_modules.hpp"
 #include "stile/model/task_head.hpp"
 
 namespace stile {
@@ -92,22 +93,16 @@ inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
     if (type == m.end() || !type->is_string()) fail_in_file(file, "module ", i, " has no string \"type\"");
     const std::string& t = type->get_ref<const std::string&>();
     const std::string_view name = std::string_view(t).substr(t.rfind('.') + 1);
-    std::string where;
-    if (const auto p = m.find("path"); p != m.end() && !p->is_null()) {
-      if (!p->is_string()) fail_in_file(file, "module ", i, "'s \"path\" must be a string");
-      where = p->get<std::string>();
-    }
-    if (where.find("..") != std::string::npos || where.starts_with('/')) {
-      fail_in_file(file, "module path \"", where.substr(0, 80), "\" is not inside the model directory");
-    }
+    const fs::path where = sentence_module_dir(dir, m, path);
     if (i == 0) {
       if (name != "Transformer" && name != "MLMTransformer") {
         fail_in_file(file, "module 0 is ", t.substr(0, 80), ", not the Transformer");
       }
-      if (!where.empty())
-        fail_in_file(file, "the encoder must be the directory's own (module 0's path is \"", where, "\")");
+      if (where != dir) {
+        fail_in_file(file, "the encoder must be the directory's own (module 0's path is \"", where.string(), "\")");
+      }
     } else if (name == "SpladePooling" && task == HeadTask::kMaskedLm && i == 1) {
-      const fs::path settings_path = dir / where / "config.json";
+      const fs::path settings_path = where / "config.json";
       const std::string settings_file = settings_path.string();
       const nlohmann::json j = read_json_file(settings_path, kMaxConfigBytes, 16, "the SpladePooling config");
       const std::string pooling = json_optional_string(j, "pooling_strategy", "max", settings_file);
@@ -129,11 +124,17 @@ inline SpladeSettings read_task_modules(const fs::path& dir, HeadTask task) {
   return splade;
 }
 
-// The score functions of a classifier from its config.json and, when sentence-transformers saved
-// it, its config_sentence_transformers.json (`st`; nullptr when none).
-inline void set_score_functions(CheckpointHead& out, const nlohmann::json& config, std::string_view config_file,
-                                const nlohmann::json* st, std::string_view st_file) {
+// A classifier's labels (id2label, checked against num_labels and the head's outputs) and score
+// functions from its config.json and, when sentence-transformers saved it, its
+// config_sentence_transformers.json (`st`; nullptr when none).
+inline void read_classifier_config(CheckpointHead& out, const nlohmann::json& config, const std::string& config_file,
+                                   const nlohmann::json* st, std::string_view st_file) {
   const std::size_t outputs = out.head.outputs();
+  out.labels = classifier_labels(config, outputs, config_file, "LABEL_");
+  if (const auto n = config.find("num_labels");
+      n != config.end() && !n->is_null() && !(n->is_number_unsigned() && n->get<std::size_t>() == outputs)) {
+    fail_in_file(config_file, "\"num_labels\" is ", n->dump(), ", the classifier has ", outputs, " outputs");
+  }
   out.classify_scores = pipeline_score_function(config, outputs, config_file);
   out.pair_scores = cross_encoder_score_function(config, config_file, st, st_file, outputs);
   if (st == nullptr || !st->is_object()) return;
@@ -159,26 +160,20 @@ inline CheckpointHead load_checkpoint_head(const std::filesystem::path& dir, con
     out.head = read_task_head(out.task, file, encoder, json, config_file);
   }
   if (out.task == HeadTask::kMaskedLm) return out;
-  const std::size_t outputs = out.head.outputs();
-  out.labels = classifier_labels(json, outputs, config_file, "LABEL_");
-  if (const auto n = json.find("num_labels");
-      n != json.end() && !n->is_null() && !(n->is_number_unsigned() && n->get<std::size_t>() == outputs)) {
-    fail_in_file(config_file, "\"num_labels\" is ", n->dump(), ", the classifier has ", outputs, " outputs");
-  }
   const fs::path st_path = dir / "config_sentence_transformers.json";
   std::optional<nlohmann::json> st;
   if (fs::exists(st_path)) st = read_json_file(st_path, kMaxConfigBytes, 16, "the sentence-transformers config");
-  set_score_functions(out, json, config_file, st ? &*st : nullptr, st_path.string());
+  read_classifier_config(out, json, config_file, st ? &*st : nullptr, st_path.string());
   return out;
 }
 
 // ---- a shard store's head sidecar ----
 // A store converted from a sequence or token classifier keeps its head beside it, in
-// STORE.head.safetensors:
-// the head's tensors as the checkpoint names them, and in the file's metadata the checkpoint's
-// config.json ("config") and a CrossEncoder's config_sentence_transformers.json (its activation). The engine reads it once and keeps it resident: a head is small (MiniLM's
-// pooler and classifier: 0.6 MB in fp32) and runs after the last layer, where no compute is left
-// for a read to hide behind.
+// STORE.head.safetensors: the head's tensors as the checkpoint names them, and in the file's
+// metadata the checkpoint's config.json ("config") and a CrossEncoder's
+// config_sentence_transformers.json (its activation). The engine reads it once and keeps it
+// resident: a head is small (MiniLM's pooler and classifier: 0.6 MB in fp32) and runs after the
+// last layer, where no compute is left for a read to hide behind.
 
 inline std::filesystem::path head_path_for(const std::filesystem::path& store) {
   std::filesystem::path p = store;
@@ -201,7 +196,7 @@ inline bool save_head_sidecar(const std::filesystem::path& dir, const std::files
   const EncoderConfig encoder = read_encoder_config(config_path.string());
   const SafetensorsFile file = SafetensorsFile::open((dir / "model.safetensors").string());
   const std::string prefix = CheckpointNames::of(encoder, file).prefix;
-  if (prefix.empty()) fail_in_file(file.path(), "a sequence classifier's encoder tensors have no base-model prefix");
+  if (prefix.empty()) fail_in_file(file.path(), "a classifier's encoder tensors have no base-model prefix");
   (void)read_task_head(read_task(json, config_path.string()), file, encoder, json, config_path.string());  // it reads
   std::vector<TensorToWrite> tensors;
   for (const TensorInfo& t : file.tensors()) {
@@ -231,12 +226,11 @@ inline CheckpointHead load_head_sidecar(const std::filesystem::path& path, const
   out.task = checkpoint_head_detail::read_task(json, name);
   if (out.task == HeadTask::kMaskedLm) fail_in_file(name, "holds a ", to_string(out.task), " head");
   out.head = read_task_head(out.task, file, encoder, json, name);
-  out.labels = classifier_labels(json, out.head.outputs(), name, "LABEL_");
   std::optional<nlohmann::json> st;
   if (const auto text = file.metadata().find("config_sentence_transformers"); text != file.metadata().end()) {
     st = parse_strict_json(text->second, 16, name, "the head's sentence-transformers config");
   }
-  checkpoint_head_detail::set_score_functions(out, json, name, st ? &*st : nullptr, name);
+  checkpoint_head_detail::read_classifier_config(out, json, name, st ? &*st : nullptr, name);
   return out;
 }
 

@@ -122,6 +122,21 @@ struct SentenceModules {
   }
 };
 
+// Where the module a modules.json entry (`module`, read from `modules_json`) lives: its "path"
+// relative to the model directory `dir` (none or "": `dir` itself), which must stay inside it.
+inline std::filesystem::path sentence_module_dir(const std::filesystem::path& dir, const nlohmann::json& module,
+                                                 const std::filesystem::path& modules_json) {
+  const auto path = module.find("path");
+  if (path == module.end() || path->is_null()) return dir;
+  if (!path->is_string()) fail_in_file(modules_json.string(), "a module's \"path\" must be a string, got ", path->dump());
+  const std::filesystem::path relative = path->get<std::string>();
+  const std::filesystem::path normal = relative.lexically_normal();
+  if (relative.is_absolute() || (!normal.empty() && *normal.begin() == "..")) {
+    fail_in_file(modules_json.string(), "module path ", path->dump(), " is not inside the model directory");
+  }
+  return relative.empty() ? dir : dir / relative;
+}
+
 namespace sentence_modules_detail {
 
 namespace fs = std::filesystem;
@@ -174,19 +189,6 @@ inline std::size_t read_size(const nlohmann::json& object, const char* key, cons
     fail(file, "\"", key, "\" must be a positive integer (at most 2^20), got ", it->dump());
   }
   return static_cast<std::size_t>(it->get<std::uint64_t>());
-}
-
-// A module path from modules.json, relative to the model directory and staying inside it.
-inline fs::path module_dir(const fs::path& dir, const nlohmann::json& module, const fs::path& file) {
-  const auto path = module.find("path");
-  if (path == module.end() || path->is_null()) return dir;
-  if (!path->is_string()) fail(file, "a module's \"path\" must be a string, got ", path->dump());
-  const fs::path relative = path->get<std::string>();
-  const fs::path normal = relative.lexically_normal();
-  if (relative.is_absolute() || (!normal.empty() && *normal.begin() == "..")) {
-    fail(file, "module path ", path->dump(), " is not inside the model directory");
-  }
-  return relative.empty() ? dir : dir / relative;
 }
 
 // The pooling modes by sentence-transformers' names; the older flags in the order the reference
@@ -373,18 +375,18 @@ inline SentenceLayout read_sentence_layout(const std::filesystem::path& dir) {
     // The pipeline runs in this order; a module out of it would mean a different computation.
     if (name == "Transformer") {
       if (i != 0) fail(file, "the Transformer module must come first");
-      layout.encoder_dir = module_dir(dir, module, file);
+      layout.encoder_dir = sentence_module_dir(dir, module, file);
       has_transformer = true;
     } else if (name == "Pooling") {
       if (!has_transformer || has_pooling) fail(file, "the Pooling module must come once, right after the Transformer");
-      layout.pooling_dir = module_dir(dir, module, file);
+      layout.pooling_dir = sentence_module_dir(dir, module, file);
       has_pooling = true;
     } else if (name == "Dense") {
       if (!has_pooling || layout.normalize) fail(file, "a Dense module must come after Pooling and before Normalize");
-      layout.dense_dirs.push_back(module_dir(dir, module, file));
+      layout.dense_dirs.push_back(sentence_module_dir(dir, module, file));
     } else if (name == "Normalize") {
       if (!has_pooling || layout.normalize) fail(file, "the Normalize module must come once, after Pooling");
-      check_normalize(module_dir(dir, module, file));
+      check_normalize(sentence_module_dir(dir, module, file));
       layout.normalize = true;
     } else {
       fail(file, "module \"", type, "\" is not supported (only Transformer, Pooling, Dense, Normalize)");

@@ -144,17 +144,22 @@ struct TaskHead {
 
 namespace task_head_detail {
 
-// A [rows x cols] tensor (rows 0: any) as fp32, every value finite.
-inline std::vector<float> read_matrix(const SafetensorsFile& file, const std::string& name, std::size_t& rows,
-                                      std::size_t cols) {
+// The tensor `name` as fp32, every value finite, of shape `shape` (a 0 in it: any size there, set
+// to the stored one).
+inline std::vector<float> read_tensor(const SafetensorsFile& file, const std::string& name,
+                                      std::vector<std::size_t>& shape) {
   const TensorInfo* t = file.find(name);
   if (t == nullptr) fail_in_file(file.path(), "the head's tensor ", name, " is missing");
-  if (t->shape.size() != 2 || t->shape[0] < 1 || static_cast<std::size_t>(t->shape[1]) != cols ||
-      (rows != 0 && static_cast<std::size_t>(t->shape[0]) != rows)) {
-    fail_in_file(file.path(), name, " must be [", rows == 0 ? std::string("outputs") : std::to_string(rows), ", ", cols,
-                 "]");
+  bool fits = t->shape.size() == shape.size();
+  for (std::size_t i = 0; fits && i < shape.size(); ++i) {
+    fits = t->shape[i] >= 1 && (shape[i] == 0 || static_cast<std::size_t>(t->shape[i]) == shape[i]);
   }
-  rows = static_cast<std::size_t>(t->shape[0]);
+  if (!fits) {
+    std::string want;
+    for (const std::size_t n : shape) want += (want.empty() ? "" : ", ") + (n == 0 ? "outputs" : std::to_string(n));
+    fail_in_file(file.path(), name, " must be [", want, "]");
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) shape[i] = static_cast<std::size_t>(t->shape[i]);
   std::vector<float> v = file.to_f32(*t);
   for (const float x : v) {
     if (!std::isfinite(x)) fail_in_file(file.path(), name, " has a non-finite value");
@@ -163,16 +168,8 @@ inline std::vector<float> read_matrix(const SafetensorsFile& file, const std::st
 }
 
 inline std::vector<float> read_vector(const SafetensorsFile& file, const std::string& name, std::size_t size) {
-  const TensorInfo* t = file.find(name);
-  if (t == nullptr) fail_in_file(file.path(), "the head's tensor ", name, " is missing");
-  if (t->shape.size() != 1 || static_cast<std::size_t>(t->shape[0]) != size) {
-    fail_in_file(file.path(), name, " must be [", size, "]");
-  }
-  std::vector<float> v = file.to_f32(*t);
-  for (const float x : v) {
-    if (!std::isfinite(x)) fail_in_file(file.path(), name, " has a non-finite value");
-  }
-  return v;
+  std::vector<std::size_t> shape{size};
+  return read_tensor(file, name, shape);
 }
 
 // A layer from `<name>.weight` ([out x in]; out 0: as stored) and `<name>.bias` (when `bias`).
@@ -183,7 +180,9 @@ inline HeadLayer read_layer(const SafetensorsFile& file, const std::string& name
   HeadLayer layer;
   if (weight_name.empty()) weight_name = name + ".weight";
   if (bias_name.empty()) bias_name = name + ".bias";
-  const std::vector<float> w = read_matrix(file, weight_name, out, in);
+  std::vector<std::size_t> shape{out, in};
+  const std::vector<float> w = read_tensor(file, weight_name, shape);
+  out = shape[0];
   layer.in = in, layer.out = out;
   layer.weight = LinearWeights::make(DenseF32(w.data(), out, in), LinearFormat::kF32, {}, weight_name);
   layer.bias = bias ? read_vector(file, bias_name, out) : std::vector<float>(out, 0.0f);
@@ -200,7 +199,6 @@ inline void add_norm(const SafetensorsFile& file, HeadLayer& layer, const std::s
 // ModernBERT's prediction head (head.dense, classifier_activation, head.norm), shared by its tasks.
 inline HeadLayer modernbert_head(const SafetensorsFile& file, const EncoderConfig& c, const nlohmann::json& config,
                                  std::string_view config_file) {
-  using namespace task_head_detail;
   const HeadActivation act = head_activation(json_optional_string(config, "classifier_activation", "gelu", config_file),
                                              config_file, "classifier_activation");
   HeadLayer head = read_layer(file, "head.dense", c.hidden, c.hidden,
@@ -285,9 +283,8 @@ inline TaskHead read_task_head(HeadTask task, const SafetensorsFile& file, const
   head.pooling = std::nullopt;
   const std::string word = CheckpointNames::of(c, file).word;
   const auto decoder = [&](const std::string& weight, const std::string& bias_name) {
-    HeadLayer out = read_layer(file, "", d, c.vocab_size, true, HeadActivation::kIdentity,
-                               file.find(weight) != nullptr ? weight : word, bias_name);
-    head.layers.push_back(std::move(out));
+    head.layers.push_back(read_layer(file, "", d, c.vocab_size, true, HeadActivation::kIdentity,
+                                     file.find(weight) != nullptr ? weight : word, bias_name));
   };
   const HeadActivation act =
       head_activation(c.hidden_act, config_file, f == EncoderFamily::kDistilBert ? "activation" : "hidden_act");

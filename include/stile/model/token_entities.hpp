@@ -111,11 +111,9 @@ inline std::vector<Entity> window_entities(std::span<const ScoredToken> tokens, 
         scores = tokens[w].scores;
       } else if (aggregation == Aggregation::kMax) {
         std::size_t best = w;  // the first token of the highest score (Python's max keeps the first)
+        double best_score = tokens[w].scores[argmax(tokens[w].scores)];
         for (std::size_t t = w + 1; t < e; ++t) {
-          if (*std::max_element(tokens[t].scores.begin(), tokens[t].scores.end()) >
-              *std::max_element(tokens[best].scores.begin(), tokens[best].scores.end())) {
-            best = t;
-          }
+          if (const double s = tokens[t].scores[argmax(tokens[t].scores)]; s > best_score) best = t, best_score = s;
         }
         scores = tokens[best].scores;
       } else {
