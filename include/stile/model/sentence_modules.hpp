@@ -246,7 +246,8 @@ inline SentencePooling read_pooling(const fs::path& pooling_dir, std::size_t hid
   for (const auto& [key, mode] : kPoolingFlags) {
     if (read_bool(*root, key.data(), false, file)) flagged.push_back(mode);
   }
-  for (const auto& [key, value] : root->items()) {
+  for (const auto& item : root->items()) {
+    const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one
     const bool known = std::any_of(std::begin(kPoolingFlags), std::end(kPoolingFlags),
                                    [&](const auto& flag) { return flag.first == key; });
     if (key.starts_with("pooling_mode_") && !known) fail(file, "\"", key, "\" is not a pooling mode stile knows");
