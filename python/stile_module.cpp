@@ -2,9 +2,12 @@
 // Python-side API, shaped like sentence-transformers'). Every call releases the GIL while C++
 // computes; stile::Error becomes stile.StileError (a RuntimeError) with stile's message; results
 // are numpy arrays that own stile's buffers (no copy).
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -19,8 +22,12 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "stile/calibrate/device_profiler.hpp"
+#include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/engine.hpp"
+#include "stile/io/read_backend.hpp"
+#include "stile/io/storage_emulator.hpp"
 #include "stile/model/checkpoint_head.hpp"
 #include "stile/model/sentence_encoder.hpp"
 #include "stile/model/task_model.hpp"
@@ -28,6 +35,7 @@
 #include "stile/pipeline/timeline.hpp"
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/importance.hpp"
+#include "stile/store/shard_converter.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -60,6 +68,7 @@ struct SentenceEncoder {
     const std::size_t dim = encoder.dim();
     {
       nb::gil_scoped_release release;
+      const auto start = std::chrono::steady_clock::now();
       const std::optional<std::string_view> prompt =
           prompt_name ? std::optional<std::string_view>(*prompt_name) : std::nullopt;
       flat.reserve(texts.size() * dim);
@@ -73,8 +82,23 @@ struct SentenceEncoder {
           flat.insert(flat.end(), e.begin(), e.end());
         }
       }
+      last_embed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     return to_numpy(std::move(flat), {texts.size(), dim});
+  }
+
+  // Seconds of each of `repeats` C++ calls of embed(text) back to back, with no Python between
+  // them: the reference bench/python_overhead.py subtracts from a Python encode call's time.
+  std::vector<double> embed_call_seconds(const std::string& text, std::size_t repeats) const {
+    nb::gil_scoped_release release;
+    std::vector<double> seconds;
+    seconds.reserve(repeats);
+    for (std::size_t i = 0; i < repeats; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      static_cast<void>(encoder.embed(text, pool.get()));
+      seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return seconds;
   }
 
   // input_ids, token_type_ids, attention_mask of each text, as embed tokenizes it.
@@ -82,8 +106,7 @@ struct SentenceEncoder {
       const std::vector<std::string>& texts, std::optional<std::string> prompt_name) const {
     std::vector<std::tuple<std::vector<std::int32_t>, std::vector<std::int32_t>, std::vector<std::int32_t>>> out;
     for (const std::string& t : texts) {
-      stile::Encoding e =
-          encoder.encode(t, prompt_name ? std::optional<std::string_view>(*prompt_name) : std::nullopt);
+      stile::Encoding e = encoder.encode(t, prompt_name ? std::optional<std::string_view>(*prompt_name) : std::nullopt);
       out.emplace_back(std::move(e.input_ids), std::move(e.token_type_ids), std::move(e.attention_mask));
     }
     return out;
@@ -91,6 +114,9 @@ struct SentenceEncoder {
 
   stile::SentenceEncoder encoder;
   std::unique_ptr<stile::ThreadPool> pool;
+  // The time the last embed call (on any thread) spent in C++ without the GIL: what
+  // bench/python_overhead.py subtracts from the Python call around it.
+  mutable std::atomic<double> last_embed_seconds{0};
 };
 
 struct TaskModel {
@@ -109,7 +135,8 @@ struct TaskModel {
       nb::gil_scoped_release release;
       std::vector<stile::TextClassification> results;
       if (pairs) {
-        for (std::size_t i = 0; i < texts.size(); ++i) results.push_back(model.classify(texts[i], (*pairs)[i], pool.get()));
+        for (std::size_t i = 0; i < texts.size(); ++i)
+          results.push_back(model.classify(texts[i], (*pairs)[i], pool.get()));
       } else {
         results = model.classify_batch(texts, pool.get());
       }
@@ -191,11 +218,14 @@ struct Engine {
       : engine(open(store, storage, target_ms, preload_kb, threads)) {}
 
   // The request's answer and account, as a dict (Engine.run in __init__.py says what is in it).
-  nb::dict run(const std::string& text) {
+  nb::dict run(const std::string& text, std::optional<double> target_ms) {
     stile::EngineResult r;
     std::string trace;
     {
       nb::gil_scoped_release release;
+      // The target and the request under one lock: another thread's target cannot slip between.
+      std::lock_guard lock(mutex);
+      if (target_ms) engine.set_target_ms(*target_ms);
       r = engine.run(text);
       trace = stile::to_chrome_trace(r.timeline).dump();
     }
@@ -238,7 +268,62 @@ struct Engine {
   }
 
   stile::Engine engine;
+  std::mutex mutex;
 };
+
+// A checkpoint as a shard store (tools/convert's default path), with its head's sidecar when the
+// checkpoint has a classification head; the converter's report as a dict.
+nb::dict convert(const std::filesystem::path& model_dir, const std::filesystem::path& store,
+                 const std::vector<unsigned>& bits, std::size_t shards) {
+  stile::ConvertOptions options;
+  options.bits = bits;
+  options.shards = shards;
+  stile::ConvertReport r;
+  bool head = false;
+  {
+    nb::gil_scoped_release release;
+    stile::ProgressBar bar("converting");
+    options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+    r = stile::convert_checkpoint(model_dir, store, options);
+    head = stile::save_head_sidecar(model_dir, store);
+  }
+  nb::dict out;
+  out["store"] = store.string();
+  out["file_bytes"] = static_cast<std::uint64_t>(r.file_bytes);
+  out["shards"] = r.shards;
+  nb::dict per_bits;
+  for (const auto& [b, stats] : r.bits) {
+    nb::dict d;
+    d["bytes"] = stats.bytes;
+    d["mean_abs_error"] = stats.mean_abs_error;
+    d["relative_rmse"] = stats.relative_rmse;
+    per_bits[nb::int_(b)] = d;
+  }
+  out["bits"] = per_bits;
+  out["head_sidecar"] = head ? nb::cast(stile::head_path_for(store).string()) : nb::none();
+  return out;
+}
+
+// The device profile of a store on this machine (tools/profile's default path): written beside
+// the store, where Engine reads it; its path is returned.
+std::string profile(const std::filesystem::path& store_path, const std::string& storage, std::size_t repeats,
+                    const std::vector<std::size_t>& lengths, std::size_t threads) {
+  std::filesystem::path out = store_path;
+  out += ".profile.json";
+  nb::gil_scoped_release release;
+  stile::ProfileOptions options;
+  options.storage_name = storage;
+  options.repeats = repeats;
+  options.lengths = lengths;
+  const std::unique_ptr<stile::ThreadPool> pool = make_pool(threads);
+  options.pool = pool.get();
+  const stile::ShardStore store = stile::ShardStore::open(store_path);
+  std::unique_ptr<stile::ReadBackend> backend =
+      stile::emulate_storage(stile::open_read_backend(store_path, {}, nullptr), stile::storage_profile(storage));
+  stile::ProgressBar bar("profiling");
+  stile::measure_device_profile(store, *backend, options, &bar).save(out);
+  return out.string();
+}
 
 const char* task_name(stile::HeadTask t) {
   switch (t) {
@@ -255,10 +340,15 @@ NB_MODULE(_stile, m) {
   m.doc() = "stile's encoders: the C++ side of the stile package (use the classes of stile itself)";
   nb::exception<stile::Error>(m, "StileError", PyExc_RuntimeError);
 
+  m.def("convert", &convert, "model_dir"_a, "store"_a, "bits"_a, "shards"_a);
+  m.def("profile", &profile, "store"_a, "storage"_a, "repeats"_a, "lengths"_a, "threads"_a);
+
   nb::class_<SentenceEncoder>(m, "SentenceEncoder")
       .def(nb::init<const std::string&, const std::string&, std::size_t>(), "path"_a, "precision"_a, "threads"_a)
       .def("embed", &SentenceEncoder::embed, "texts"_a, "prompt_name"_a = nb::none(), "stride"_a = nb::none())
       .def("tokenize", &SentenceEncoder::tokenize, "texts"_a, "prompt_name"_a = nb::none())
+      .def("embed_call_seconds", &SentenceEncoder::embed_call_seconds, "text"_a, "repeats"_a)
+      .def_prop_ro("last_embed_seconds", [](const SentenceEncoder& s) { return s.last_embed_seconds.load(); })
       .def_prop_ro("dim", [](const SentenceEncoder& s) { return s.encoder.dim(); })
       .def_prop_ro("max_seq_length", [](const SentenceEncoder& s) { return s.encoder.config().max_seq_length; })
       .def_prop_ro("similarity_fn_name", [](const SentenceEncoder& s) { return s.encoder.config().similarity; })
@@ -272,7 +362,7 @@ NB_MODULE(_stile, m) {
   nb::class_<Engine>(m, "Engine")
       .def(nb::init<const std::filesystem::path&, const std::string&, double, double, std::size_t>(), "store"_a,
            "storage"_a, "target_ms"_a, "preload_kb"_a, "threads"_a)
-      .def("run", &Engine::run, "text"_a)
+      .def("run", &Engine::run, "text"_a, "target_ms"_a = nb::none())
       .def_prop_ro("resident_bytes", [](const Engine& e) { return e.engine.resident_bytes(); })
       .def_prop_ro("backend", [](const Engine& e) { return e.engine.backend_description(); });
 
@@ -282,9 +372,8 @@ NB_MODULE(_stile, m) {
       .def("score_pairs", &TaskModel::score_pairs, "query"_a, "passages"_a)
       .def("entities", &TaskModel::entities, "text"_a, "aggregation"_a, "stride"_a = nb::none())
       .def("sparse", &TaskModel::sparse, "text"_a)
-      .def("token", [](const TaskModel& t, std::int32_t id) {
-        return std::string(t.model.tokenizer().id_to_token(id).value_or(""));
-      })
+      .def("token", [](const TaskModel& t,
+                       std::int32_t id) { return std::string(t.model.tokenizer().id_to_token(id).value_or("")); })
       .def_prop_ro("task", [](const TaskModel& t) { return std::string(task_name(t.model.task())); })
       .def_prop_ro("labels", [](const TaskModel& t) { return t.model.labels(); })
       .def_prop_ro("max_length", [](const TaskModel& t) { return t.model.max_length(); });

@@ -27,8 +27,10 @@ from ._stile import Engine as _Engine
 from ._stile import SentenceEncoder as _SentenceEncoder
 from ._stile import StileError
 from ._stile import TaskModel as _TaskModel
+from ._stile import convert as _convert
+from ._stile import profile as _profile
 
-__all__ = ["SentenceEncoder", "TaskModel", "Engine", "StileError", "default_model_dir"]
+__all__ = ["SentenceEncoder", "TaskModel", "Engine", "StileError", "convert", "default_model_dir", "profile"]
 
 
 def default_model_dir() -> str:
@@ -196,12 +198,14 @@ class Engine:
                  threads: int = 0):
         self._engine = _Engine(os.path.expanduser(store), storage, target_ms, preload_kb, threads)
 
-    def run(self, text: str) -> dict:
-        """One request: embedding (numpy), label, label_name, scores and logits (with a head), tokens,
-        plan (per layer, its (shard, bits)), plan_note, estimated_ms, target_ms, deadline_missed,
-        deadline_note, timeline (total_ms, embeddings_ms, io_ms, stall_ms, compute_ms, head_ms,
-        bytes_read, storage, emulated), trace (the Chrome trace JSON), and the bytes held."""
-        return self._engine.run(text)
+    def run(self, text: str, target_ms: Optional[float] = None) -> dict:
+        """One request. target_ms, when given, is the latency target of this request and the next
+        ones (0: none; a target needs the store's device profile). Returns: embedding (numpy), label,
+        label_name, scores and logits (with a head), tokens, plan (per layer, its (shard, bits)),
+        plan_note, estimated_ms, target_ms, deadline_missed, deadline_note, timeline (total_ms,
+        embeddings_ms, io_ms, stall_ms, compute_ms, head_ms, bytes_read, storage, emulated), trace
+        (the Chrome trace JSON), and the bytes held."""
+        return self._engine.run(text, target_ms)
 
     @property
     def resident_bytes(self) -> int:
@@ -210,3 +214,22 @@ class Engine:
     @property
     def backend(self) -> str:
         return self._engine.backend
+
+
+def convert(model_dir: str, store: str, bits: Sequence[int] = (2, 3, 4, 5, 6, 32), shards: int = 0) -> dict:
+    """Converts a checkpoint directory to a shard store for Engine, as the convert program does: every
+    layer cut into shards (0: one per attention head), each stored at every bitwidth of bits (2..6
+    and 32). A checkpoint with a sequence- or token-classification head also gets STORE.head.safetensors,
+    which Engine reads. Returns the converter's report: file_bytes, shards, per bitwidth its bytes,
+    mean_abs_error and relative_rmse, and head_sidecar (its path, or None)."""
+    return _convert(os.path.expanduser(model_dir), os.path.expanduser(store), list(bits), shards)
+
+
+def profile(store: str, storage: str = "none", repeats: int = 5, lengths: Sequence[int] = (16, 32, 64, 128, 256),
+            threads: int = 0) -> str:
+    """Measures this device for a shard store, as the profile program does: the read time of a shard
+    version at each bitwidth (through the storage emulator named: emmc, sd, nvme; none: the real
+    device) and the compute time of a layer per bitwidth, shard count and token length (repeats timed
+    runs each). Writes STORE.profile.json, which Engine's planner reads, and returns its path. Run it
+    on an otherwise idle machine."""
+    return _profile(os.path.expanduser(store), storage, repeats, list(lengths), threads)

@@ -47,6 +47,39 @@ def test_encode_equals_the_cpp_embed_exactly():
         assert np.abs(got - cpp).max() == 0.0, batch_size
 
 
+def read_model_goldens():
+    """The default model's reference goldens (tests/model/data/README.md): per case its text and the
+    embedding sentence-transformers' encode gave."""
+    data_dir = os.path.join(ROOT, "tests/model/data")
+    with open(os.path.join(data_dir, "goldens.bin"), "rb") as f:
+        data = f.read()
+    arrays = {}
+    with open(os.path.join(data_dir, "goldens.idx"), encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] == "array":
+                key, name, dtype, offset, ndim = fields[1], fields[2], fields[3], int(fields[4]), int(fields[5])
+                shape = [int(d) for d in fields[6:6 + ndim]]
+                t = {"f32": "<f4", "i32": "<i4", "u8": "u1"}[dtype]
+                count = int(np.prod(shape))
+                arrays[(key, name)] = np.frombuffer(data, dtype=t, count=count, offset=offset).reshape(shape)
+    ids = sorted({int(k) for k, _ in arrays if k.isdigit()})
+    texts = [arrays[(str(i), "text")].tobytes().decode("utf-8") for i in ids]
+    return texts, np.stack([arrays[(str(i), "embedding")] for i in ids])
+
+
+@needs_model
+def test_encode_equals_sentence_transformers():
+    # The goldens are sentence-transformers 6.2's encode of each text alone (torch fp32); its batched
+    # encode differs from that by 1.9e-7 at most (the goldens' noise floor).
+    texts, want = read_model_goldens()
+    model = stile.SentenceEncoder(MODEL)
+    for batch_size in (1, 7, 64):
+        for normalize in (False, True):
+            got = model.encode(texts, batch_size=batch_size, normalize_embeddings=normalize)
+            assert np.abs(got - want).max() <= 1e-5, (batch_size, normalize)
+
+
 @needs_model
 def test_encode_shapes_normalization_and_similarity():
     model = stile.SentenceEncoder(MODEL, threads=1)
@@ -156,3 +189,23 @@ def test_engine_runs_a_store_and_reports_its_request(tmp_path):
     assert engine.resident_bytes > 0
     with pytest.raises(stile.StileError, match="nowhere.stile"):
         stile.Engine(str(tmp_path / "nowhere.stile"))
+
+
+@needs_model
+def test_convert_profile_and_a_planned_request(tmp_path):
+    store = str(tmp_path / "minilm.stile")
+    report = stile.convert(MODEL, store, bits=[4, 32])
+    assert report["file_bytes"] == os.path.getsize(store) and report["shards"] == 12
+    assert sorted(report["bits"]) == [4, 32] and report["bits"][32]["relative_rmse"] == 0
+    assert 0 < report["bits"][4]["relative_rmse"] < 0.2 and report["head_sidecar"] is None
+    path = stile.profile(store, repeats=1, lengths=[16])
+    assert path == store + ".profile.json" and os.path.exists(path)
+    engine = stile.Engine(store)
+    loose = engine.run("a charming and moving film", target_ms=1000)
+    assert loose["target_ms"] == 1000 and all(bits == 32 for layer in loose["plan"] for _, bits in layer)
+    tight = engine.run("a charming and moving film", target_ms=0.01)
+    assert tight["target_ms"] == 0.01 and tight["deadline_missed"] and tight["deadline_note"]
+    with pytest.raises(stile.StileError, match="config.json"):
+        stile.convert(str(tmp_path), str(tmp_path / "x.stile"))
+    with pytest.raises(stile.StileError, match="storage"):
+        stile.profile(store, storage="floppy")

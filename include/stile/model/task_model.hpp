@@ -302,6 +302,27 @@ class TaskModel {
     return out;
   }
 
+  // Already tokenized texts or pairs (tokenizer().encode or encode_pair; unpadded), classified in
+  // one encoder run, scores by `scores` (config().head.classify_scores or pair_scores): for callers
+  // that tokenize ahead and batch across requests (stile-serve).
+  [[nodiscard]] std::vector<TextClassification> classify_encoded(std::span<const Encoding> batch, ScoreFunction scores,
+                                                                 ThreadPool* pool) const {
+    require_task(HeadTask::kSequenceClassification, "classify");
+    std::vector<TextClassification> out;
+    if (batch.empty()) return out;
+    std::vector<float> hidden;
+    const std::vector<std::size_t> lengths = model_.encode(batch, hidden, pool);
+    std::size_t row = 0;
+    for (const std::size_t len : lengths) {
+      TextClassification c;
+      config_.head.head.apply(hidden.data() + row * hidden_size(), len, hidden_size(), c.logits, pool);
+      c.scores = class_scores(scores, c.logits);
+      out.push_back(std::move(c));
+      row += len;
+    }
+    return out;
+  }
+
   [[nodiscard]] const TaskModelConfig& config() const noexcept { return config_; }
   [[nodiscard]] HeadTask task() const noexcept { return config_.head.task; }
   [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return config_.head.labels; }
@@ -318,23 +339,6 @@ class TaskModel {
       throw Error(concat("stile: TaskModel: cannot ", what, ": the model's head is ", to_string(config_.head.task),
                          ", not ", to_string(task)));
     }
-  }
-
-  [[nodiscard]] std::vector<TextClassification> classify_encoded(std::span<const Encoding> batch, ScoreFunction scores,
-                                                                 ThreadPool* pool) const {
-    std::vector<TextClassification> out;
-    if (batch.empty()) return out;
-    std::vector<float> hidden;
-    const std::vector<std::size_t> lengths = model_.encode(batch, hidden, pool);
-    std::size_t row = 0;
-    for (const std::size_t len : lengths) {
-      TextClassification c;
-      config_.head.head.apply(hidden.data() + row * hidden_size(), len, hidden_size(), c.logits, pool);
-      c.scores = class_scores(scores, c.logits);
-      out.push_back(std::move(c));
-      row += len;
-    }
-    return out;
   }
 
   BertModel model_;
