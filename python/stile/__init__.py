@@ -29,8 +29,10 @@ from ._stile import StileError
 from ._stile import TaskModel as _TaskModel
 from ._stile import convert as _convert
 from ._stile import profile as _profile
+from ._stile import set_simd_target as _set_simd_target
 
-__all__ = ["SentenceEncoder", "TaskModel", "Engine", "StileError", "convert", "default_model_dir", "profile"]
+__all__ = ["SentenceEncoder", "TaskModel", "Engine", "StileError", "convert", "default_model_dir", "profile",
+           "set_simd_target"]
 
 
 def default_model_dir() -> str:
@@ -233,3 +235,10 @@ def profile(store: str, storage: str = "none", repeats: int = 5, lengths: Sequen
     runs each). Writes STORE.profile.json, which Engine's planner reads, and returns its path. Run it
     on an otherwise idle machine."""
     return _profile(os.path.expanduser(store), storage, repeats, list(lengths), threads)
+
+
+def set_simd_target(name: str) -> None:
+    """Runs stile's SIMD kernels for one Highway target from now on (e.g. "AVX2" on an AVX-512
+    CPU: what a laptop without AVX-512 runs), as the programs' --target does. Call it before
+    creating models. A target this CPU lacks, or stile did not compile, raises StileError."""
+    _set_simd_target(name)

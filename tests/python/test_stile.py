@@ -209,3 +209,19 @@ def test_convert_profile_and_a_planned_request(tmp_path):
         stile.convert(str(tmp_path), str(tmp_path / "x.stile"))
     with pytest.raises(stile.StileError, match="storage"):
         stile.profile(store, storage="floppy")
+
+
+@needs_model
+def test_a_forced_simd_target():
+    with pytest.raises(stile.StileError, match="SIMD target 'VAX'.*not one this CPU has"):
+        stile.set_simd_target("VAX")
+    # In a process of its own: the target holds for the rest of the process.
+    script = ("import stile, sys\n"
+              "try:\n    stile.set_simd_target('AVX2')\nexcept stile.StileError:\n    sys.exit(3)\n"
+              "sys.stdout.buffer.write(stile.SentenceEncoder().encode('a charming film').tobytes())\n")
+    r = subprocess.run([os.sys.executable, "-c", script], capture_output=True)
+    if r.returncode == 3:
+        pytest.skip("this CPU has no AVX2")
+    assert r.returncode == 0, r.stderr
+    avx2 = np.frombuffer(r.stdout, dtype=np.float32)
+    assert np.abs(avx2 - stile.SentenceEncoder().encode("a charming film")).max() < 1e-5
