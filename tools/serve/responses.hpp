@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +16,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "stile/model/task_model.hpp"  // TaskModel::rank: best first, ties in input order
 
 namespace stile_serve {
 
@@ -98,9 +99,7 @@ inline std::string tei_embeddings(std::span<const std::vector<float>> embeddings
 
 // text-embeddings-inference's /rerank: {index, score[, text]} by descending score (ties: input order).
 inline std::string tei_rerank(std::span<const double> scores, std::span<const std::string> texts, bool return_text) {
-  std::vector<std::size_t> order(scores.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] > scores[b]; });
+  const std::vector<std::size_t> order = stile::TaskModel::rank(scores);
   std::string out = "[";
   for (std::size_t k = 0; k < order.size(); ++k) {
     if (k > 0) out += ',';
@@ -118,10 +117,7 @@ inline std::string tei_predictions(std::span<const std::vector<double>> scores, 
   std::string out = single ? "" : "[";
   for (std::size_t i = 0; i < scores.size(); ++i) {
     if (i > 0) out += ',';
-    std::vector<std::size_t> order(labels.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return scores[i][a] > scores[i][b]; });
+    const std::vector<std::size_t> order = stile::TaskModel::rank(scores[i]);
     out += '[';
     for (std::size_t k = 0; k < order.size(); ++k) {
       if (k > 0) out += ',';
