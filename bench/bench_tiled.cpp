@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
     const Runner run{m, pool};
     const std::size_t d = m.config.hidden, ff = m.config.intermediate;
     fmt::print("\n== {}: {} layers, d {}, {} heads, d_ff {}\n", m.name, m.config.num_layers, d, m.config.num_heads, ff);
-    auto memory_shape = [&](std::size_t s) { return stile::LayerMemoryShape{s, s, d, ff, pool.num_threads()}; };
+    auto memory_shape = [&](std::size_t s) { return stile::LayerMemoryShape{s, s, d, ff, pool.num_threads(), d / m.config.num_heads}; };
     const std::size_t budget = stile::untiled_layer_peak_bytes(memory_shape(512)) / 4;
     nlohmann::json mem = nlohmann::json::array(), lat = nlohmann::json::array();
     if (parts.find('a') != std::string::npos) {
@@ -313,7 +313,8 @@ int main(int argc, char** argv) {
         stile::EncoderWorkspace ws;
         m.layers[0]->run(m.config, x.data(), offsets, ws, pool);
         const std::size_t untiled_grown =
-            sizeof(float) * (ws.qkv.size() + ws.ctx.size() + ws.ffn.size() + pool.num_threads() * s * s);
+            sizeof(float) * (ws.qkv.size() + ws.ctx.size() + ws.ffn.size() +
+                             pool.num_threads() * stile::attention_workspace_floats(s, d / m.config.num_heads));
         if (untiled_grown != untiled) {
           fmt::print(stderr, "bench_tiled: untiled workspace {} B != untiled_layer_peak_bytes {} B\n", untiled_grown,
                      untiled);

@@ -87,11 +87,8 @@ inline void run_attention_call(const AttentionCall& c, ThreadPool& pool) {
     const std::size_t seq = task / nh, h = c.heads[task % nh];
     const std::size_t begin = c.seq_offsets[seq], s = c.seq_offsets[seq + 1] - begin;
     if (s == 0) return;
-    static thread_local AlignedBuffer<float> scores;
-    scores.resize(s * s);
     const float* q = c.qkv + begin * c.ld_qkv + h * c.head_dim;
-    attention_head(q, c.ld_qkv, q + d, q + 2 * d, c.ld_qkv, s, s, c.head_dim, c.scale, scores.data(),
-                   c.ctx + begin * c.ld_ctx + h * c.head_dim, c.ld_ctx, c.softmax);
+    attention_head(q, c.ld_qkv, q + d, q + 2 * d, c.ld_qkv, s, s, c.head_dim, c.scale, c.ctx + begin * c.ld_ctx + h * c.head_dim, c.ld_ctx, c.softmax);
   });
 }
 

@@ -9,3 +9,4 @@
 #include "stile/kernels/int8_gemm-inl.h"
 #include "stile/kernels/dict_int8-inl.h"
 #include "stile/kernels/rowwise-inl.h"
+#include "stile/kernels/attention-inl.h"

@@ -19,6 +19,7 @@
 #include "stile/core/error.hpp"
 #include "stile/kernels/active_target.hpp"
 #include "stile/kernels/activation.hpp"
+#include "stile/kernels/attention.hpp"
 #include "stile/kernels/gemm_impl.hpp"
 #include "stile/kernels/dict_int8.hpp"
 #include "stile/kernels/int8_gemm_impl.hpp"
@@ -55,6 +56,25 @@ void softmax_rows(float* x, std::size_t rows, std::size_t cols, std::size_t ld, 
   using Fn = void (*)(float*, std::size_t, std::size_t, std::size_t, float);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(SoftmaxRows);
   choose_target(kTable)(x, rows, cols, ld, scale);
+}
+
+void attention_rows(const AttentionRowsArgs& a) {
+  require(a.q != nullptr && a.k != nullptr && a.v != nullptr && a.ctx != nullptr, "attention_rows: null pointer");
+  require(a.rows > 0 && a.keys > 0 && a.head_dim > 0, "attention_rows: rows, keys and head_dim must be positive");
+  require(a.first_query + a.rows <= a.keys, "attention_rows: queries past the sequence's end");
+  require(a.ld_q >= a.head_dim && a.ld_kv >= a.head_dim && a.ld_ctx >= a.head_dim,
+          "attention_rows: a row stride below head_dim");
+  require(a.scale > 0.0f, "attention_rows: scale must be positive");
+  using Fn = void (*)(const AttentionRowsArgs&);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] = STILE_TARGET_TABLE(AttentionRows<DefaultTiles>::Run);
+  choose_target(kTable)(a);
+}
+
+std::size_t attention_workspace_floats(std::size_t keys, std::size_t head_dim) {
+  using Fn = std::size_t (*)(std::size_t, std::size_t);
+  static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] =
+      STILE_TARGET_TABLE(AttentionRows<DefaultTiles>::WorkspaceFloats);
+  return choose_target(kTable)(keys, head_dim);
 }
 
 void gelu_inplace(float* x, std::size_t n) {

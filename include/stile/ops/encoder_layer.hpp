@@ -9,7 +9,8 @@
 // format, or a gated one, runs after it, ops/formatted_ops.hpp). A family's position term (the
 // view's `positions`: MPNet's relative bias, ModernBERT's rotary positions, applied here to Q and
 // K, and its sliding window) acts inside attention. All activations of the layer are held at once
-// ([s x 3d'], [s x d'], [s x d_ff'] and an [s x s] score buffer per thread); ops/tiled_layer.hpp is
+// ([s x 3d'], [s x d'], [s x d_ff'] and the attention kernel's workspace per thread, linear in s);
+// ops/tiled_layer.hpp is
 // the memory-frugal variant of BERT's layer. Each linear layer runs in its weights' format and
 // LayerNorm, GELU and softmax in the view's OpFormats (ops/precision.hpp).
 #include <algorithm>
@@ -44,11 +45,11 @@ struct EncoderWorkspace {
   }
 };
 
-// Bytes the untiled layer holds at its peak: its workspace and one [s x s] score buffer per
-// thread (attention.hpp).
+// Bytes the untiled layer holds at its peak: its workspace and the attention kernel's per thread
+// (packed K and V of a head and a tile of scores, kernels/attention.hpp).
 inline std::size_t untiled_layer_peak_bytes(const LayerMemoryShape& m) {
-  return sizeof(float) *
-         (m.tokens * (3 * m.attn_width + m.attn_width + m.ffn_width) + m.threads * m.longest * m.longest);
+  return sizeof(float) * (m.tokens * (3 * m.attn_width + m.attn_width + m.ffn_width) +
+                          m.threads * attention_workspace_floats(m.longest, m.head_dim));
 }
 
 // x: [tokens x d], the packed rows of all sequences; seq_offsets: n + 1 row offsets.

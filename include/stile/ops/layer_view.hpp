@@ -85,6 +85,7 @@ struct LayerMemoryShape {
   std::size_t attn_width = 0;  // d'
   std::size_t ffn_width = 0;   // d_ff'
   std::size_t threads = 1;     // workers that may run attention heads at once
+  std::size_t head_dim = 0;    // of the attention heads (their kernel's workspace)
 };
 
 }  // namespace stile

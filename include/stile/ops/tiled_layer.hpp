@@ -3,14 +3,16 @@
 // length, not quadratic, and independent of d_ff except through one tile.
 //
 //   attention: K and V of every token (one GEMM, [tokens x 2 d']); then, per sequence, per query
-//              tile of t_q tokens: Q of the tile ([t_q x d']), for each head scores [t_q x s],
-//              softmax (rows complete within the tile: all s keys are there, so no running
-//              rescale), ctx = P V; then the output projection of the tile, bias and residual
-//              fused, written in place over the tile's rows of x, and LayerNorm of those rows.
+//              tile of t_q tokens: Q of the tile ([t_q x d']), for each head the fused attention
+//              kernel (kernels/attention.hpp: scores, softmax and P V per block of queries; rows
+//              complete, all s keys are there, so no running rescale); then the output
+//              projection of the tile, bias and residual fused, written in place over the
+//              tile's rows of x, and LayerNorm of those rows.
 //              In place is safe: every later tile reads only K and V, which are already made,
 //              so tiles may also run in parallel, a whole tile per thread (tiles_in_parallel).
 //              The loop is tile-outer, head-inner so that the tile's Q and output projections are
-//              one GEMM each over all its heads; the score buffer is t_q x s per thread either way.
+//              one GEMM each over all its heads; each thread's attention kernel has a workspace
+//              of its own (a head's packed K and a block of scores).
 //   MLP:       per token tile of t_m tokens: FFN1 + GELU into [t_m x d_ff'], FFN2 + bias +
 //              residual in place over the tile's rows, LayerNorm of those rows.
 // Head split and merge are strides of the GEMMs (K_h, V_h, Q_h are column slices read in place,
@@ -18,8 +20,7 @@
 //
 // Everything the layer allocates comes from an Arena, in the order tiled_layer_peak_bytes()
 // counts, so the analytic peak is exact and the tests check it against the arena's own count.
-// The untiled layer (ops/encoder_layer.hpp) holds [s x 3d], [s x d], [s x d_ff] and per thread
-// [s x s] at once.
+// The untiled layer (ops/encoder_layer.hpp) holds [s x 3d], [s x d] and [s x d_ff] at once.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -47,26 +48,28 @@ inline bool tiles_in_parallel(std::size_t longest, std::size_t query_tile, std::
 }
 
 // Peak bytes the tiled layer takes from its arena: the attention phase (K and V of all tokens; a
-// Q/ctx tile per thread or one in all, as tiles_in_parallel says; a score tile per thread) or the
-// MLP phase (one FFN1 tile), whichever is larger. Tiles longer than the longest
+// Q/ctx tile per thread or one in all, as tiles_in_parallel says; an attention workspace per
+// thread) or the MLP phase (one FFN1 tile), whichever is larger. Tiles longer than the longest
 // sequence (or than all tokens) are clamped as the layer clamps them.
 inline std::size_t tiled_layer_peak_bytes(const LayerMemoryShape& m, const LayerTiles& t) {
   auto f32 = [](std::size_t count) { return Arena::round_up(count * sizeof(float)); };
   const std::size_t tq = std::min(t.query, m.longest), tm = std::min(t.tokens, m.tokens);
   const std::size_t qc_tiles = tiles_in_parallel(m.longest, tq, m.threads) ? m.threads : 1;
-  const std::size_t attention =
-      f32(m.tokens * 2 * m.attn_width) + f32(qc_tiles * tq * m.attn_width) + f32(m.threads * tq * m.longest);
+  const std::size_t attention = f32(m.tokens * 2 * m.attn_width) + f32(qc_tiles * tq * m.attn_width) +
+                                m.threads * f32(attention_workspace_floats(m.longest, m.head_dim));
   const std::size_t mlp = f32(tm * m.ffn_width);
   return std::max(attention, mlp);
 }
 
 // Runs the layer over x [tokens x d] (packed sequences, offsets seq_offsets) in place.
 template <class W>
-void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x, std::span<const std::size_t> seq_offsets,
-                         const LayerTiles& tiles, Arena& arena, ThreadPool& pool) {
+void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x,
+                         std::span<const std::size_t> seq_offsets, const LayerTiles& tiles, Arena& arena,
+                         ThreadPool& pool) {
   require(tiles.query > 0 && tiles.tokens > 0, "tiled layer: tile sizes must be positive");
-  require(w.positions.empty() && !w.pre_norm && !w.gated_ffn,
-          "tiled layer: runs BERT's layer only (no position term, pre-LayerNorm or gated FFN: encoder_layer runs those)");
+  require(
+      w.positions.empty() && !w.pre_norm && !w.gated_ffn,
+      "tiled layer: runs BERT's layer only (no position term, pre-LayerNorm or gated FFN: encoder_layer runs those)");
   const std::size_t tokens = seq_offsets.back();
   if (tokens == 0) return;
   const std::size_t d = c.hidden, da = w.attn_width(), ff = w.ffn_width(), hd = w.head_dim;
@@ -75,24 +78,28 @@ void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x
     longest = std::max(longest, seq_offsets[i + 1] - seq_offsets[i]);
   const std::size_t tq = std::min(tiles.query, longest), tm = std::min(tiles.tokens, tokens);
   const std::size_t threads = pool.num_threads();
-  arena.reserve(arena.used_bytes() + tiled_layer_peak_bytes({tokens, longest, da, ff, threads}, tiles));
+  arena.reserve(arena.used_bytes() + tiled_layer_peak_bytes({tokens, longest, da, ff, threads, hd}, tiles));
 
   {  // Attention.
     const bool parallel_tiles = tiles_in_parallel(longest, tq, threads);
     ArenaScope scope(arena);
     const std::span<float> kv = scope.take<float>(tokens * 2 * da);
     const std::span<float> qc_tiles = scope.take<float>((parallel_tiles ? threads : 1) * tq * da);
-    const std::span<float> scores = scope.take<float>(threads * tq * longest);
+    // Each worker's attention workspace, 64-byte aligned as the kernel wants it.
+    const std::size_t workspace_stride =
+        Arena::round_up(attention_workspace_floats(longest, hd) * sizeof(float)) / sizeof(float);
+    const std::span<float> workspaces = scope.take<float>(threads * workspace_stride);
     linear(tokens, x, d, w.kv, kv.data(), 2 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
     ThreadPool& serial = single_thread_pool();
 
-    // Head h of a query tile of `rows` tokens of a sequence of s tokens starting at `begin`, with
-    // this worker's score slice. ctx_h overwrites Q_h in the tile's Q/ctx buffer: the scores GEMM
-    // has consumed Q_h before, and heads own disjoint columns.
-    auto head = [&](std::size_t h, std::size_t worker, std::size_t begin, std::size_t s, std::size_t rows, float* qc) {
+    // Head h of the query tile of `rows` tokens from r0 of a sequence of s tokens starting at
+    // `begin`, in this worker's workspace. ctx_h overwrites Q_h in the tile's Q/ctx buffer (the
+    // kernel reads a tile's queries before it writes their context; heads own disjoint columns).
+    auto head = [&](std::size_t h, std::size_t worker, std::size_t begin, std::size_t s, std::size_t r0,
+                    std::size_t rows, float* qc) {
       const float* k = kv.data() + begin * 2 * da + h * hd;
-      attention_head(qc + h * hd, da, k, k + da, 2 * da, rows, s, hd, w.attn_scale,
-                     scores.data() + worker * tq * longest, qc + h * hd, da, w.ops.softmax);
+      attention_head(qc + h * hd, da, k, k + da, 2 * da, rows, s, hd, w.attn_scale, qc + h * hd, da, w.ops.softmax, {},
+                     h, r0, workspaces.data() + worker * workspace_stride);
     };
     // The whole tile: Q projection, every head, output projection with bias and residual in place
     // over the tile's rows of x (later tiles read only K and V), LayerNorm of those rows.
@@ -102,9 +109,9 @@ void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x
       float* qc = qc_tiles.data() + (parallel_tiles ? worker : 0) * tq * da;
       linear(rows, xt, d, w.q, qc, da, epilogue::Bias{.bias = w.q_bias}, &inner);
       if (parallel_tiles) {
-        for (std::size_t h = 0; h < w.heads; ++h) head(h, worker, begin, s, rows, qc);
+        for (std::size_t h = 0; h < w.heads; ++h) head(h, worker, begin, s, r0, rows, qc);
       } else {
-        inner.run(w.heads, [&](std::size_t h, std::size_t hw) { head(h, hw, begin, s, rows, qc); });
+        inner.run(w.heads, [&](std::size_t h, std::size_t hw) { head(h, hw, begin, s, r0, rows, qc); });
       }
       linear(rows, qc, da, w.attn_out, xt, d, epilogue::BiasResidual{w.attn_out_bias, xt, d}, &inner);
       layer_norm_rows(w.ops.layer_norm, xt, rows, d, d, w.ln1_gamma, w.ln1_beta, c.layer_norm_eps);
