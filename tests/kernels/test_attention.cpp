@@ -2,7 +2,8 @@
 // every supported target: sequence lengths that leave register-tile, panel and key-chunk edges
 // (1, 2, 17, 129, 513), head widths narrower than, equal to and not a multiple of a panel, query
 // ranges that start inside the sequence, windows, a position term, I-BERT's softmax in place of
-// the fp32 one, context written over the queries, and a caller's workspace.
+// the fp32 one, context written over the queries, a caller's workspace, and the low-memory mode
+// (no packed copy of the head).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -79,11 +80,11 @@ struct Case {
 };
 
 // Runs the kernel on rows [first, first + rows) and returns the worst |difference| to the reference.
-double run_case(const Problem& p, const Case& c, float scale, bool alias_ctx, bool own_workspace) {
+double run_case(const Problem& p, const Case& c, float scale, bool alias_ctx, bool own_workspace, bool low_memory) {
   std::vector<float> ctx_buffer(c.rows * p.ld, -7.0f);
   std::vector<float> q = p.q;  // a copy, since ctx may be written over it
   float* ctx = alias_ctx ? q.data() + c.first * p.ld : ctx_buffer.data();
-  stile::AlignedBuffer<float> workspace(own_workspace ? stile::attention_workspace_floats(p.s, p.dh) : 0);
+  stile::AlignedBuffer<float> workspace(own_workspace ? stile::attention_workspace_floats(p.s, p.dh, low_memory) : 0);
   TermContext context{1.0f / scale};
   stile::attention_rows({.q = q.data() + c.first * p.ld,
                          .ld_q = p.ld,
@@ -100,6 +101,7 @@ double run_case(const Problem& p, const Case& c, float scale, bool alias_ctx, bo
                          .window = c.window,
                          .terms = c.terms ? &add_terms : nullptr,
                          .terms_context = &context,
+                         .low_memory = low_memory,
                          .workspace = own_workspace ? workspace.data() : nullptr});
   const std::vector<double> want = reference(p, c.first, c.rows, scale, c.window, c.terms);
   double worst = 0;
@@ -130,10 +132,13 @@ TEST_CASE("fused attention matches a double reference on every target", "[kernel
         for (std::size_t n = 0; n < cases.size(); ++n) {
           const Case& c = cases[n];
           const bool alias = n % 2 == 1, own = n % 3 == 2;
-          const double worst = run_case(p, c, scale, alias, own);
-          INFO("s " << s << " head_dim " << dh << " first " << c.first << " rows " << c.rows << " window " << c.window
-                    << " terms " << c.terms << " alias " << alias << " workspace " << own << ": max diff " << worst);
-          CHECK(worst <= 2e-6);
+          for (const bool low_memory : {false, true}) {
+            const double worst = run_case(p, c, scale, alias, own, low_memory);
+            INFO("s " << s << " head_dim " << dh << " first " << c.first << " rows " << c.rows << " window " << c.window
+                      << " terms " << c.terms << " alias " << alias << " workspace " << own << " low memory "
+                      << low_memory << ": max diff " << worst);
+            CHECK(worst <= 2e-6);
+          }
         }
       }
     }

@@ -1,13 +1,15 @@
 // Per-target fused attention of one head over a range of queries (kernels/attention.hpp).
 // Per call, K_h is transposed into k-major panels of NR keys ([head_dim x NR] each, as the GEMM
-// packs weights; V_h is already k-major and read in place, or copied into zero-padded panels of
-// NR columns when head_dim is not a multiple of NR); then per block of queries:
-//   scores[MR x keys] = Q_tile K^T     micro-kernel with k = head_dim, one panel of keys at a time
+// packs weights) and V_h copied into panels of NR columns (or read in place: it is k-major
+// already); then per block of 4 MR queries:
+//   scores[block x keys] = Q K^T   micro-kernel with k = head_dim, panel-outer (a panel of keys
+//                                  read into L1 once for the block's register tiles)
 //   position terms (a callback), then e = exp(scale (x - row max)) and the row sums, in place
-//   ctx_tile = (e V) / row sum         micro-kernel with k = keys; the division on MR x head_dim
-//                                      outputs instead of MR x keys probabilities
-// The tile's scores (MR x keys floats: 16 KiB at 512 keys on AVX-512) stay in L1 between the
-// three steps; packed K and V (2 x keys x head_dim floats) stay in L2 for every tile.
+//   ctx = (e V) / row sum          micro-kernel with k over the keys, 128 at a time (a chunk of V
+//                                  read into L1 once for the block); the division on block x
+//                                  head_dim outputs instead of block x keys probabilities
+// The block's scores (32 x 512 floats, 64 KiB, at 512 keys on AVX-512) stay in L2 between the
+// three steps, as do the packed K and V for every block. The low-memory mode packs no whole head.
 #if defined(STILE_KERNELS_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STILE_KERNELS_ATTENTION_INL_H_
 #undef STILE_KERNELS_ATTENTION_INL_H_
@@ -44,9 +46,12 @@ struct AttentionRows {
   static constexpr std::size_t kBlockRows = 4 * MR, kKeyChunk = 128;
 
   static std::size_t RoundUp(std::size_t n) { return (n + NR - 1) / NR * NR; }
-  // Packed K (RoundUp(keys) x head_dim), packed V (keys x RoundUp(head_dim)), a block of scores.
-  static std::size_t WorkspaceFloats(std::size_t keys, std::size_t head_dim) {
-    return RoundUp(keys) * head_dim + keys * RoundUp(head_dim) + kBlockRows * RoundUp(keys);
+  // Packed K (RoundUp(keys) x head_dim) and V (keys x RoundUp(head_dim)), or in low-memory mode
+  // one panel of K (head_dim x NR) and one chunk of V (KC x NR); and a block of scores.
+  static std::size_t WorkspaceFloats(std::size_t keys, std::size_t head_dim, bool low_memory) {
+    const std::size_t kv =
+        low_memory ? head_dim * NR + kKeyChunk * NR : RoundUp(keys) * head_dim + keys * RoundUp(head_dim);
+    return kv + kBlockRows * RoundUp(keys);
   }
 
   // exp(scale (x - max)) over row[lo, hi) in place; returns the sum.
@@ -85,32 +90,32 @@ struct AttentionRows {
     static thread_local AlignedBuffer<float> own;
     float* work = a.workspace;
     if (work == nullptr) {
-      own.resize(WorkspaceFloats(s, dh));
+      own.resize(WorkspaceFloats(s, dh, a.low_memory));
       work = own.data();
     }
+    // K transposed into panels and V copied into panels once per call (they stream better from
+    // L2 than V's rows a whole QKV row apart: 7% faster at 512 keys than in place; V is read in
+    // place when one chunk holds every key, 10% faster at 64 keys). In low-memory mode, each panel
+    // of K is decoded when a block needs it and V read in place (a chunk copied when head_dim is
+    // not a multiple of NR): 6-12% slower at 512 keys, 0-2% at 128 (measured).
+    const bool pack = !a.low_memory;
+    const bool pack_v = pack && !(dh % NR == 0 && s <= kKeyChunk);
     float* HWY_RESTRICT keys = work;
-    float* HWY_RESTRICT values = keys + ld_s * dh;
-    float* HWY_RESTRICT scores = values + s * dh_panels * NR;
-
+    float* HWY_RESTRICT values = keys + (pack ? ld_s * dh : dh * NR);
+    float* HWY_RESTRICT scores = values + (pack ? s * dh_panels * NR : kKeyChunk * NR);
     const DenseF32 k_rows(a.k, s, dh, a.ld_kv);
-    for (std::size_t j = 0; j < s; j += NR) {
-      PanelDecoder<DenseF32>::template Decode<NR>(k_rows, j, std::min(NR, s - j), 0, dh, keys + j * dh);
+    const DenseF32Transposed v_cols(a.v, dh, s, a.ld_kv);
+    if (pack) {
+      for (std::size_t j = 0; j < s; j += NR) {
+        PanelDecoder<DenseF32>::template Decode<NR>(k_rows, j, std::min(NR, s - j), 0, dh, keys + j * dh);
+      }
     }
-    // V is read in place when its rows are whole panels (head_dim a multiple of NR) and one chunk
-    // holds all keys; else copied into zero-padded panels, which stream better from L2 than rows
-    // a whole QKV row apart (measured: 7% faster at 512 keys, 10% slower at 64 than in place).
-    const bool v_in_place = dh % NR == 0 && s <= kKeyChunk;
-    if (!v_in_place) {
-      const DenseF32Transposed v_cols(a.v, dh, s, a.ld_kv);
+    if (pack_v) {
       for (std::size_t p = 0; p < dh_panels; ++p) {
         PanelDecoder<DenseF32Transposed>::template Decode<NR>(v_cols, p * NR, std::min(NR, dh - p * NR), 0, s,
                                                               values + p * s * NR);
       }
     }
-    const std::size_t ld_v = v_in_place ? a.ld_kv : NR;
-    auto v_panel = [&](std::size_t p, std::size_t key) {
-      return v_in_place ? a.v + key * a.ld_kv + p * NR : values + (p * s + key) * NR;
-    };
 
     for (std::size_t q0 = 0; q0 < a.rows; q0 += kBlockRows) {
       const std::size_t block_rows = std::min(kBlockRows, a.rows - q0);
@@ -124,10 +129,15 @@ struct AttentionRows {
       // Scores, panel-outer: each panel of keys is read into L1 once for the block's tiles.
       const float* q = a.q + q0 * a.ld_q;
       for (std::size_t j = lo / NR * NR; j < hi; j += NR) {
+        const float* k = keys + j * dh;
+        if (!pack) {
+          PanelDecoder<DenseF32>::template Decode<NR>(k_rows, j, std::min(NR, s - j), 0, dh, keys);
+          k = keys;
+        }
         for (std::size_t t = 0; t < block_rows; t += MR) {
           WithRows<MR>(std::min(MR, block_rows - t), [&](auto r) {
-            MicroKernel<r, Shape, Epi>(dh, q + t * a.ld_q, a.ld_q, keys + j * dh, NR, scores + t * ld_s + j, ld_s,
-                                       false, true, nullptr, nullptr, 0);
+            MicroKernel<r, Shape, Epi>(dh, q + t * a.ld_q, a.ld_q, k, NR, scores + t * ld_s + j, ld_s, false, true,
+                                       nullptr, nullptr, 0);
           });
         }
       }
@@ -163,10 +173,19 @@ struct AttentionRows {
         HWY_ALIGN float acc[kBlockRows * NR];
         for (std::size_t c0 = lo; c0 < hi; c0 += kKeyChunk) {
           const std::size_t kc = std::min(kKeyChunk, hi - c0);
+          const float* v = values + (p * s + c0) * NR;
+          std::size_t ld_v = NR;
+          if (!pack_v && nr == NR) {
+            v = a.v + c0 * a.ld_kv + n;
+            ld_v = a.ld_kv;
+          } else if (!pack_v) {
+            PanelDecoder<DenseF32Transposed>::template Decode<NR>(v_cols, n, nr, c0, kc, values);
+            v = values;
+          }
           for (std::size_t t = 0; t < block_rows; t += MR) {
             WithRows<MR>(std::min(MR, block_rows - t), [&](auto r) {
-              MicroKernel<r, Shape, Epi>(kc, scores + t * ld_s + c0, ld_s, v_panel(p, c0), ld_v, acc + t * NR, NR,
-                                         c0 > lo, true, nullptr, nullptr, 0);
+              MicroKernel<r, Shape, Epi>(kc, scores + t * ld_s + c0, ld_s, v, ld_v, acc + t * NR, NR, c0 > lo, true,
+                                         nullptr, nullptr, 0);
             });
           }
         }

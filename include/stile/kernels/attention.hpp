@@ -36,8 +36,11 @@ struct AttentionRowsArgs {
   AttentionScoreTerms terms = nullptr;  // null: no position terms
   const void* terms_context = nullptr;
   AttentionSoftmax softmax = nullptr;  // null: the fused fp32 softmax
-  // attention_workspace_floats(keys, head_dim) floats, 64-byte aligned; null: a buffer of the
-  // calling thread, kept between calls.
+  // Packs no whole head: K decoded one panel at a time, V read in place. A workspace of a block
+  // of scores and two panels instead of also a head's K and V; slower from a few hundred keys.
+  bool low_memory = false;
+  // attention_workspace_floats(keys, head_dim, low_memory) floats, 64-byte aligned; null: a
+  // buffer of the calling thread, kept between calls.
   float* workspace = nullptr;
 };
 
@@ -46,7 +49,7 @@ struct AttentionRowsArgs {
 void attention_rows(const AttentionRowsArgs& args);
 
 // Floats of workspace attention_rows needs for a sequence of `keys` tokens on the target it runs
-// on now (its packed K and V and one tile of scores).
-std::size_t attention_workspace_floats(std::size_t keys, std::size_t head_dim);
+// on now: a block of scores, and a head's packed K and V (or, low_memory, a panel of each).
+std::size_t attention_workspace_floats(std::size_t keys, std::size_t head_dim, bool low_memory = false);
 
 }  // namespace stile

@@ -70,11 +70,11 @@ void attention_rows(const AttentionRowsArgs& a) {
   choose_target(kTable)(a);
 }
 
-std::size_t attention_workspace_floats(std::size_t keys, std::size_t head_dim) {
-  using Fn = std::size_t (*)(std::size_t, std::size_t);
+std::size_t attention_workspace_floats(std::size_t keys, std::size_t head_dim, bool low_memory) {
+  using Fn = std::size_t (*)(std::size_t, std::size_t, bool);
   static constexpr Fn kTable[HWY_MAX_DYNAMIC_TARGETS + 2] =
       STILE_TARGET_TABLE(AttentionRows<DefaultTiles>::WorkspaceFloats);
-  return choose_target(kTable)(keys, head_dim);
+  return choose_target(kTable)(keys, head_dim, low_memory);
 }
 
 void gelu_inplace(float* x, std::size_t n) {

@@ -71,7 +71,9 @@ struct HeadPositionTerms {
 // may alias q. `positions` (of head `head`) adds the family's terms to the scores: MPNet's bias by
 // key - query, DeBERTa's c2p and p2c; its window, when not 0, limits query i to the keys j with
 // |i - j| <= window (the others' probabilities are 0, as the reference's masked scores give).
-// workspace: attention_workspace_floats(s, head_dim) floats, or null for a per-thread buffer.
+// workspace: null for the kernel's own per-thread buffer, packing the head's K and V (fastest); or
+// attention_workspace_floats(s, head_dim, true) floats from a caller that counts its memory (the
+// tiled layer), and the kernel runs in low-memory mode.
 inline void attention_head(const float* q, std::size_t ld_q, const float* k, const float* v, std::size_t ld_kv,
                            std::size_t rows, std::size_t s, std::size_t head_dim, float scale, float* ctx,
                            std::size_t ld_ctx, SoftmaxFormat softmax = SoftmaxFormat::kF32,
@@ -114,6 +116,7 @@ inline void attention_head(const float* q, std::size_t ld_q, const float* k, con
                   .terms = has_terms ? &detail::HeadPositionTerms::add : nullptr,
                   .terms_context = &terms,
                   .softmax = softmax == SoftmaxFormat::kInteger ? &softmax_integer_rows : nullptr,
+                  .low_memory = workspace != nullptr,
                   .workspace = workspace});
 }
 

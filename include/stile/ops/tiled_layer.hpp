@@ -12,7 +12,7 @@
 //              so tiles may also run in parallel, a whole tile per thread (tiles_in_parallel).
 //              The loop is tile-outer, head-inner so that the tile's Q and output projections are
 //              one GEMM each over all its heads; each thread's attention kernel has a workspace
-//              of its own (a head's packed K and a block of scores).
+//              of its own (a block of scores and a panel of K and of V).
 //   MLP:       per token tile of t_m tokens: FFN1 + GELU into [t_m x d_ff'], FFN2 + bias +
 //              residual in place over the tile's rows, LayerNorm of those rows.
 // Head split and merge are strides of the GEMMs (K_h, V_h, Q_h are column slices read in place,
@@ -56,7 +56,7 @@ inline std::size_t tiled_layer_peak_bytes(const LayerMemoryShape& m, const Layer
   const std::size_t tq = std::min(t.query, m.longest), tm = std::min(t.tokens, m.tokens);
   const std::size_t qc_tiles = tiles_in_parallel(m.longest, tq, m.threads) ? m.threads : 1;
   const std::size_t attention = f32(m.tokens * 2 * m.attn_width) + f32(qc_tiles * tq * m.attn_width) +
-                                m.threads * f32(attention_workspace_floats(m.longest, m.head_dim));
+                                m.threads * f32(attention_workspace_floats(m.longest, m.head_dim, true));
   const std::size_t mlp = f32(tm * m.ffn_width);
   return std::max(attention, mlp);
 }
@@ -85,9 +85,10 @@ void tiled_encoder_layer(const LayerView<W>& w, const EncoderConfig& c, float* x
     ArenaScope scope(arena);
     const std::span<float> kv = scope.take<float>(tokens * 2 * da);
     const std::span<float> qc_tiles = scope.take<float>((parallel_tiles ? threads : 1) * tq * da);
-    // Each worker's attention workspace, 64-byte aligned as the kernel wants it.
+    // Each worker's attention workspace (the kernel's low-memory mode: no packed copy of a head's
+    // K and V), 64-byte aligned as the kernel wants it.
     const std::size_t workspace_stride =
-        Arena::round_up(attention_workspace_floats(longest, hd) * sizeof(float)) / sizeof(float);
+        Arena::round_up(attention_workspace_floats(longest, hd, true) * sizeof(float)) / sizeof(float);
     const std::span<float> workspaces = scope.take<float>(threads * workspace_stride);
     linear(tokens, x, d, w.kv, kv.data(), 2 * da, epilogue::Bias{.bias = w.kv_bias}, &pool);
     ThreadPool& serial = single_thread_pool();
