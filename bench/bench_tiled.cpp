@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
     const Runner run{m, pool};
     const std::size_t d = m.config.hidden, ff = m.config.intermediate;
     fmt::print("\n== {}: {} layers, d {}, {} heads, d_ff {}\n", m.name, m.config.num_layers, d, m.config.num_heads, ff);
-    auto memory_shape = [&](std::size_t s) { return stile::LayerMemoryShape{s, s, d, ff, pool.num_threads(), d / m.config.num_heads}; };
+    auto memory_shape = [&](std::size_t s) { return stile::LayerMemoryShape{s, s, d, ff, pool.num_threads(), m.config.head_dim()}; };
     const std::size_t budget = stile::untiled_layer_peak_bytes(memory_shape(512)) / 3;
     nlohmann::json mem = nlohmann::json::array(), lat = nlohmann::json::array();
     if (parts.find('a') != std::string::npos) {
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
         m.layers[0]->run(m.config, x.data(), offsets, ws, pool);
         const std::size_t untiled_grown =
             sizeof(float) * (ws.qkv.size() + ws.ctx.size() + ws.ffn.size() +
-                             pool.num_threads() * stile::attention_workspace_floats(s, d / m.config.num_heads));
+                             pool.num_threads() * stile::attention_workspace_floats(s, m.config.head_dim()));
         if (untiled_grown != untiled) {
           fmt::print(stderr, "bench_tiled: untiled workspace {} B != untiled_layer_peak_bytes {} B\n", untiled_grown,
                      untiled);

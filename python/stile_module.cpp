@@ -26,7 +26,7 @@
 #include "stile/core/progress_bar.hpp"
 #include "stile/core/thread_pool.hpp"
 #include "stile/engine.hpp"
-#include "stile/kernels/hwy_config.hpp"  // before any Highway header
+#include "stile/kernels/active_target.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
 #include "stile/model/checkpoint_head.hpp"
@@ -37,8 +37,6 @@
 #include "stile/plan/device_profile.hpp"
 #include "stile/plan/importance.hpp"
 #include "stile/store/shard_converter.hpp"
-
-#include <hwy/targets.h>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -328,22 +326,6 @@ std::string profile(const std::filesystem::path& store_path, const std::string& 
   return out.string();
 }
 
-// The SIMD kernels of one Highway target from now on (the programs' --target), for models
-// created after the call: an unknown name, or one this CPU lacks, is an error listing the choices.
-void set_simd_target(const std::string& name) {
-  std::string known;
-  for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
-    if (name == hwy::TargetName(t)) {
-      hwy::SetSupportedTargetsForTest(t);
-      return;
-    }
-    known += known.empty() ? "" : ", ";
-    known += hwy::TargetName(t);
-  }
-  throw stile::Error(
-      stile::concat("stile: SIMD target '", name, "' is not one this CPU has and stile compiled (", known, ")"));
-}
-
 const char* task_name(stile::HeadTask t) {
   switch (t) {
     case stile::HeadTask::kSequenceClassification: return "sequence-classification";
@@ -360,7 +342,8 @@ NB_MODULE(_stile, m) {
   nb::exception<stile::Error>(m, "StileError", PyExc_RuntimeError);
 
   m.def("convert", &convert, "model_dir"_a, "store"_a, "bits"_a, "shards"_a);
-  m.def("set_simd_target", &set_simd_target, "name"_a);
+  m.def(
+      "set_simd_target", [](const std::string& name) { stile::set_simd_target(name); }, "name"_a);
   m.def("profile", &profile, "store"_a, "storage"_a, "repeats"_a, "lengths"_a, "threads"_a);
 
   nb::class_<SentenceEncoder>(m, "SentenceEncoder")

@@ -37,12 +37,10 @@
 
 #include <fmt/format.h>
 
-#include "stile/kernels/hwy_config.hpp"  // before any Highway header
-
-#include <hwy/targets.h>
-
+#include "stile/core/error.hpp"
 #include "stile/io/read_backend.hpp"
 #include "stile/io/storage_emulator.hpp"
+#include "stile/kernels/active_target.hpp"
 #include "stile/kernels/int8_gemm.hpp"
 #include "stile/ops/precision.hpp"
 #include "stile/quant/packed_layout.hpp"
@@ -236,13 +234,11 @@ class Parser {
   Flag& simd_target() {
     return flag("--target", "NAME", "run the SIMD kernels for this Highway target (e.g. AVX2, SSE4; default: the best)",
                 [](std::string_view v) {
-                  for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
-                    if (v == hwy::TargetName(t)) {
-                      hwy::SetSupportedTargetsForTest(t);
-                      return;
-                    }
+                  try {
+                    stile::set_simd_target(v);
+                  } catch (const stile::Error& e) {
+                    throw UsageError{fmt::format("--target: {}", e.what())};
                   }
-                  throw UsageError{fmt::format("--target: {} is not a target this CPU has and stile compiled", v)};
                 });
   }
   // Forbids the int8 dot-product instructions (VNNI, AVX-VNNI, sdot) for the whole run: what a CPU

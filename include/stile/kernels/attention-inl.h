@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <limits>
 
 #include <hwy/highway.h>
 
@@ -52,36 +51,6 @@ struct AttentionRows {
     const std::size_t kv =
         low_memory ? head_dim * NR + kKeyChunk * NR : RoundUp(keys) * head_dim + keys * RoundUp(head_dim);
     return kv + kBlockRows * RoundUp(keys);
-  }
-
-  // exp(scale (x - max)) over row[lo, hi) in place; returns the sum.
-  static float ExpRow(float* HWY_RESTRICT row, std::size_t lo, std::size_t hi, float scale) {
-    const hn::ScalableTag<float> d;
-    const std::size_t L = hn::Lanes(d);
-    const float lowest = -std::numeric_limits<float>::infinity();
-    auto vmax = hn::Set(d, lowest);
-    std::size_t j = lo;
-    for (; j + L <= hi; j += L) vmax = hn::Max(vmax, hn::LoadU(d, row + j));
-    float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    for (std::size_t t = j; t < hi; ++t) max = std::max(max, row[t]);
-    const auto m = hn::Set(d, max), vscale = hn::Set(d, scale);
-    auto sum = hn::Zero(d);
-    for (j = lo; j + L <= hi; j += L) {
-      const auto e = ExpNonPositive(d, hn::Mul(hn::Sub(hn::LoadU(d, row + j), m), vscale));
-      sum = hn::Add(sum, e);
-      hn::StoreU(e, d, row + j);
-    }
-    if (j < hi) {
-      // The tail's padding lanes hold the max (exp stays finite) and are left out of the sum.
-      const std::size_t tail = hi - j;
-      const auto e = ExpNonPositive(d, hn::Mul(hn::Sub(LoadTail(d, row + j, tail, max), m), vscale));
-      HWY_ALIGN float buf[hn::MaxLanes(d)];
-      hn::Store(e, d, buf);
-      for (std::size_t t = 0; t < tail; ++t) row[j + t] = buf[t];
-      for (std::size_t t = tail; t < L; ++t) buf[t] = 0.0f;
-      sum = hn::Add(sum, hn::Load(d, buf));
-    }
-    return hn::GetLane(hn::SumOfLanes(d, sum));
   }
 
   static void Run(const AttentionRowsArgs& a) {
@@ -160,7 +129,7 @@ struct AttentionRows {
           a.softmax(row + row_lo, 1, row_hi - row_lo, ld_s, a.scale);
           inv_sum[r] = 1.0f;
         } else {
-          inv_sum[r] = 1.0f / ExpRow(row, row_lo, row_hi, a.scale);
+          inv_sum[r] = 1.0f / ExpShiftedRow(row + row_lo, row_hi - row_lo, a.scale);
         }
       }
 

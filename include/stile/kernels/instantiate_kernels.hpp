@@ -194,6 +194,20 @@ const char* active_target_name() {
   return "none";
 }
 
+void set_simd_target(std::string_view name) {
+  std::string known;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (name == hwy::TargetName(target)) {
+      hwy::SetSupportedTargetsForTest(target);
+      return;
+    }
+    known += known.empty() ? "" : ", ";
+    known += hwy::TargetName(target);
+  }
+  throw Error("stile: SIMD target '" + std::string(name) + "' is not one this CPU has and stile compiled (" + known +
+              ")");
+}
+
 }  // namespace stile
 
 template std::size_t stile::detail::panel_width<stile::DefaultTiles>();

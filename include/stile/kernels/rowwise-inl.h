@@ -96,39 +96,47 @@ HWY_INLINE V ExpNonPositive(D d, V x) {
   return hn::Mul(p, hn::BitCast(d, bits));
 }
 
-// x = softmax(scale * x) = exp(scale (x - max)) / sum(exp(scale (x - max))) per row, in place
-// (scale > 0, so the row max of x is the max of scale * x).
-HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
+// row = exp(scale (row - max)) over row[0, cols) in place (scale > 0, so the max of the row is
+// the max of scale * row); returns the sum. Softmax's numerators: SoftmaxRows and the fused
+// attention (kernels/attention-inl.h) divide by the sum afterwards.
+HWY_INLINE float ExpShiftedRow(float* HWY_RESTRICT row, std::size_t cols, float scale) {
   const hn::ScalableTag<float> d;
   const auto vscale = hn::Set(d, scale);
   const std::size_t L = hn::Lanes(d);
   const std::size_t full = cols / L * L, tail = cols - full;
   const float lowest = -std::numeric_limits<float>::infinity();
+  auto vmax = hn::Set(d, lowest);
+  for (std::size_t i = 0; i < full; i += L) vmax = hn::Max(vmax, hn::LoadU(d, row + i));
+  if (tail) vmax = hn::Max(vmax, LoadTail(d, row + full, tail, lowest));
+  const auto m = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  auto sum = hn::Zero(d);
+  for (std::size_t i = 0; i < full; i += L) {
+    const auto e = ExpNonPositive(d, hn::Mul(hn::Sub(hn::LoadU(d, row + i), m), vscale));
+    sum = hn::Add(sum, e);
+    hn::StoreU(e, d, row + i);
+  }
+  if (tail) {
+    // Padding lanes hold the row max, so exp() stays finite; they are masked out of the sum.
+    auto e_tail = ExpNonPositive(d, hn::Mul(hn::Sub(LoadTail(d, row + full, tail, hn::GetLane(m)), m), vscale));
+    StoreTail(d, e_tail, row + full, tail);
+    HWY_ALIGN float buf[hn::MaxLanes(d)];
+    hn::Store(e_tail, d, buf);
+    for (std::size_t i = tail; i < L; ++i) buf[i] = 0.0f;
+    sum = hn::Add(sum, hn::Load(d, buf));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// x = softmax(scale * x) = exp(scale (x - max)) / sum(exp(scale (x - max))) per row, in place.
+HWY_INLINE void SoftmaxRows(float* HWY_RESTRICT x, std::size_t rows, std::size_t cols, std::size_t ld, float scale) {
+  const hn::ScalableTag<float> d;
+  const std::size_t L = hn::Lanes(d);
+  const std::size_t full = cols / L * L, tail = cols - full;
   for (std::size_t r = 0; r < rows; ++r) {
     float* HWY_RESTRICT row = x + r * ld;
-    auto vmax = hn::Set(d, lowest);
-    for (std::size_t i = 0; i < full; i += L) vmax = hn::Max(vmax, hn::LoadU(d, row + i));
-    if (tail) vmax = hn::Max(vmax, LoadTail(d, row + full, tail, lowest));
-    const auto m = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, vmax)));
-    auto sum = hn::Zero(d);
-    for (std::size_t i = 0; i < full; i += L) {
-      const auto e = ExpNonPositive(d, hn::Mul(hn::Sub(hn::LoadU(d, row + i), m), vscale));
-      sum = hn::Add(sum, e);
-      hn::StoreU(e, d, row + i);
-    }
-    hn::Vec<decltype(d)> e_tail = hn::Zero(d);
-    if (tail) {
-      // Padding lanes hold the row max, so exp() stays finite; they are masked out of the sum.
-      e_tail = ExpNonPositive(d, hn::Mul(hn::Sub(LoadTail(d, row + full, tail, hn::GetLane(m)), m), vscale));
-      HWY_ALIGN float buf[hn::MaxLanes(d)];
-      hn::Store(e_tail, d, buf);
-      for (std::size_t i = tail; i < L; ++i) buf[i] = 0.0f;
-      e_tail = hn::Load(d, buf);
-      sum = hn::Add(sum, e_tail);
-    }
-    const auto inv = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, sum)));
+    const auto inv = hn::Set(d, 1.0f / ExpShiftedRow(row, cols, scale));
     for (std::size_t i = 0; i < full; i += L) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), inv), d, row + i);
-    if (tail) StoreTail(d, hn::Mul(e_tail, inv), row + full, tail);
+    if (tail) StoreTail(d, hn::Mul(LoadTail(d, row + full, tail, 0.0f), inv), row + full, tail);
   }
 }
 

@@ -112,7 +112,7 @@ inline void attention_head(const float* q, std::size_t ld_q, const float* k, con
                   .scale = scale,
                   .ctx = ctx,
                   .ld_ctx = ld_ctx,
-                  .window = positions.window != 0 && positions.window + 1 < s ? positions.window : 0,
+                  .window = positions.window,
                   .terms = has_terms ? &detail::HeadPositionTerms::add : nullptr,
                   .terms_context = &terms,
                   .softmax = softmax == SoftmaxFormat::kInteger ? &softmax_integer_rows : nullptr,
@@ -144,9 +144,8 @@ inline void self_attention(const float* qkv, std::size_t ld_qkv, std::span<const
     const std::size_t part = task % parts, seq = task / parts / num_heads, h = task / parts % num_heads;
     const std::size_t begin = seq_offsets[seq], s = seq_offsets[seq + 1] - begin;
     const std::size_t ranges = std::min(parts, std::max<std::size_t>(1, s / kMinQueriesPerTask));
-    if (part >= ranges) return;
+    if (s == 0 || part >= ranges) return;
     const std::size_t r0 = part * s / ranges, r1 = (part + 1) * s / ranges;
-    if (r1 == r0) return;
     const float* kh = qkv + begin * ld_qkv + h * head_dim;
     attention_head(kh + r0 * ld_qkv, ld_qkv, kh + d, kh + 2 * d, ld_qkv, r1 - r0, s, head_dim, scale,
                    ctx + (begin + r0) * ld_ctx + h * head_dim, ld_ctx, softmax, positions, h, r0);
